@@ -1,0 +1,35 @@
+# Two commands on a fresh machine:  `make demo`  and  `make test`  (see README.md).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+# The main job: build the demo store from a shipped sample and print what it holds.
+demo: $(STAMP)
+	$(BIN)/aegis-slurm demo --out reports/demo
+
+# Everything, including the tests that start a real Slurm 22.05 cluster (needs root and apt).
+test: $(STAMP)
+	@if [ "$$(id -u)" = 0 ]; then bash tools/install-test-deps.sh; \
+	else echo "not root: Slurm packages not installed; tests/slurm will skip"; fi
+	$(BIN)/ruff check .
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_ingest.py
+	$(BIN)/python benchmarks/bench_cbd.py
+	$(BIN)/python benchmarks/bench_analytics.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

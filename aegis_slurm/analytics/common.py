@@ -1,0 +1,57 @@
+"""Small shared expressions over the run table (``accounting/schema.py``)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+#: Half an hour of lost work per interruption: hourly checkpoints (HPCA'25 §IV, spec §3.1).
+LOST_WORK_CAP_S = 1800
+
+
+def gpu_hours() -> pl.Expr:
+    """Allocated GPU-hours of a run record: ElapsedRaw/3600 × GPUs."""
+    return pl.col("elapsed_s").fill_null(0).cast(pl.Float64) / 3600.0 * pl.col("gpus").fill_null(0)
+
+
+def node_days() -> pl.Expr:
+    """Node-days of runtime of a run record: ElapsedRaw/86400 × NNodes (spec §2.1)."""
+    return (
+        pl.col("elapsed_s").fill_null(0).cast(pl.Float64) / 86400.0 * pl.col("n_nodes").fill_null(0)
+    )
+
+
+def lost_gpu_hours(cap_s: int = LOST_WORK_CAP_S) -> pl.Expr:
+    """min(runtime, 30 min) × GPUs, in GPU-hours (HPCA'25 §IV goodput, spec §3.1)."""
+    return (
+        pl.min_horizontal(pl.col("elapsed_s").fill_null(0), pl.lit(cap_s)).cast(pl.Float64)
+        / 3600.0
+        * pl.col("gpus").fill_null(0)
+    )
+
+
+def gpu_bucket(col: str = "gpus") -> pl.Expr:
+    """Power-of-two GPU bucket: 2^floor(log2(gpus)) (1, 2, 4, …); null for CPU-only runs."""
+    g = pl.col(col).cast(pl.Float64)
+    return (
+        pl.when(pl.col(col) >= 1)
+        .then((2.0 ** g.log(2).floor()).round(0).cast(pl.Int64))
+        .otherwise(None)
+        .alias("gpu_bucket")
+    )
+
+
+def seq_within(group: str) -> pl.Expr:
+    """0-based position within runs of equal ``group`` values in a frame *sorted* by ``group``.
+
+    Same result as ``pl.int_range(pl.len()).over(group)`` without a window over millions of
+    small groups (one forward fill instead).
+    """
+    i = pl.int_range(pl.len(), dtype=pl.Int64)
+    new = (pl.col(group) != pl.col(group).shift(1)).fill_null(True)
+    return i - pl.when(new).then(i).otherwise(None).forward_fill()
+
+
+def prev_in_group(expr: pl.Expr, group: str) -> pl.Expr:
+    """``expr.shift(1)`` within groups of a frame sorted by ``group`` (null at a group start)."""
+    same = (pl.col(group) == pl.col(group).shift(1)).fill_null(False)
+    return pl.when(same).then(expr.shift(1))

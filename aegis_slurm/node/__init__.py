@@ -1,0 +1,7 @@
+"""Compute-node side of aegis-slurm: Check-Before-Delivery (CBD) for Slurm Prolog/HealthCheck.
+
+Standard library only (NVML bindings optional): this package is imported on every job start.
+Layout: ``parse`` (probe text -> data), ``checks`` (data + expectations -> Verdict), ``probes``
+(how to read the machine, injectable), ``cbd`` (parallel runner with timeouts and a watchdog),
+``slurm`` (drain/resume, reason ownership, drain-storm guard), ``prolog`` (the hook entry point).
+"""

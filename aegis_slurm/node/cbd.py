@@ -1,0 +1,268 @@
+"""Check-Before-Delivery runner: profiles, parallel probes, per-probe timeouts, watchdog, state.
+
+Flow: expectations for this host -> start every needed probe in its own daemon thread -> wait
+for each up to its own timeout (and never past the run's watchdog deadline) -> parse -> check.
+A probe that times out, crashes, or cannot be parsed yields ``probe_error`` for every check that
+needed it, never ``pass``.  A check that raises is an aegis bug: ``probe_error`` with
+``internal=True`` (logged and counted, never drains).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aegis_slurm.node import checks, config, parse, probes
+from aegis_slurm.node import xid as xidcat
+from aegis_slurm.node.verdict import PROBE_ERROR, Verdict
+
+ProbeFn = Callable[[probes.ProbeContext], Any]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One check: which probe feeds it, how to parse that, which pure function judges it."""
+
+    name: str
+    probe: str
+    parse: Callable[[Any, RunState], Any]
+    check: checks.CheckFn
+    profile: str = "light"
+
+
+@dataclass
+class RunState:
+    """Per-node persistent state (XIDs already seen, IB counter readings), mutated by parsers."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+    boot_id: str = ""
+
+
+def _ident(raw: Any, st: RunState) -> Any:
+    return raw
+
+
+def _smi(raw: str, st: RunState) -> parse.NvidiaSmiQuery:
+    return parse.parse_nvidia_smi_q(raw)
+
+
+def _new_xids(raw: str, st: RunState) -> list[xidcat.XidEvent]:
+    """XID lines not seen by an earlier run in this boot (fingerprints kept in state)."""
+    if st.data.get("boot_id") != st.boot_id:
+        st.data["xid_seen"] = []
+        st.data["boot_id"] = st.boot_id
+    seen = set(st.data.get("xid_seen", []))
+    new, keys = [], []
+    for ev in xidcat.parse_xids(raw):
+        key = hashlib.sha1(ev.line.encode(), usedforsecurity=False).hexdigest()[:16]
+        if key not in seen:
+            new.append(ev)
+            seen.add(key)
+            keys.append(key)
+    st.data["xid_seen"] = (st.data.get("xid_seen", []) + keys)[-5000:]
+    return new
+
+
+def _ib_ports(raw: Any, st: RunState) -> list[parse.IbPort]:
+    if isinstance(raw, str):
+        return parse.parse_ibstat(raw)
+    return [parse.ib_port_from_sysfs(dev, port, files) for (dev, port), files in raw.items()]
+
+
+def _ib_deltas(raw: Any, st: RunState) -> dict[str, dict[str, int]]:
+    """Counter increase since the previous reading; counters going down (reset) restart."""
+    prev = st.data.get("ib_counters", {})
+    cur = {f"{p.device}/{p.port}": p.counters for p in _ib_ports(raw, st) if p.counters}
+    st.data["ib_counters"] = cur
+    return {port: {k: v - prev[port][k] for k, v in ctr.items()
+                   if k in prev.get(port, {}) and v >= prev[port][k]}
+            for port, ctr in cur.items() if port in prev}
+
+
+def _json(raw: str, st: RunState) -> Any:
+    return json.loads(raw)
+
+
+SPECS: list[Spec] = [
+    Spec("gpu_count", "nvidia_smi_q", _smi, checks.gpu_count),
+    Spec("driver_version", "nvidia_smi_q", _smi, checks.driver_version),
+    Spec("ecc_uncorrectable", "nvidia_smi_q", _smi, checks.ecc_uncorrectable),
+    Spec("row_remap", "nvidia_smi_q", _smi, checks.row_remap),
+    Spec("retired_pages", "nvidia_smi_q", _smi, checks.retired_pages),
+    Spec("pcie_link", "nvidia_smi_q", _smi, checks.pcie_link),
+    Spec("clocks_thermal", "nvidia_smi_q", _smi, checks.clocks_thermal),
+    Spec("gpu_processes", "nvidia_smi_q", _smi, checks.gpu_processes),
+    Spec("nvlink", "nvlink_status", lambda r, s: parse.parse_nvlink_status(r), checks.nvlink),
+    Spec("pci_links", "pci", _ident, checks.pci_links),
+    Spec("xid", "kernel_log", _new_xids, checks.xid_events),
+    Spec("ib_ports", "ib", _ib_ports, checks.ib_ports),
+    Spec("ib_counters", "ib", _ib_deltas, checks.ib_counters),
+    Spec("nics", "net", _ident, checks.nics),
+    Spec("mounts", "mounts", _ident, checks.mounts),
+    Spec("disk_space", "disk", _ident, checks.disk_space),
+    Spec("memory", "meminfo", lambda r, s: parse.parse_meminfo(r), checks.memory),
+    Spec("time_sync", "adjtimex", _ident, checks.time_sync),
+    Spec("services", "services", _ident, checks.services),
+    # full profile: never on job start
+    Spec("dcgm_diag", "dcgm_diag", _json, checks.dcgm_diag, "full"),
+    Spec("nccl_allreduce", "nccl_allreduce", lambda r, s: parse.parse_nccl_tests(r),
+         checks.nccl_allreduce, "full"),
+    Spec("gpu_burn", "gpu_burn", lambda r, s: parse.parse_gpu_burn(r), checks.gpu_burn, "full"),
+    Spec("data_read", "data_read", _ident, checks.data_read, "full"),
+]
+
+PROBES: dict[str, ProbeFn] = {
+    "nvidia_smi_q": probes.nvidia_smi_q,
+    "nvlink_status": probes.nvlink_status,
+    "pci": probes.pci_links,
+    "kernel_log": probes.kernel_log,
+    "ib": probes.ib_sysfs,
+    "net": probes.net_operstate,
+    "mounts": probes.mounts_status,
+    "disk": probes.disk_usage,
+    "meminfo": probes.meminfo,
+    "adjtimex": probes.adjtimex,
+    "services": probes.process_names,
+    "dcgm_diag": probes.dcgm_diag,
+    "nccl_allreduce": probes.nccl_allreduce,
+    "gpu_burn": probes.gpu_burn,
+    "data_read": probes.data_read,
+}
+
+
+def _needed(probe: str, exp: dict[str, Any]) -> bool:
+    """Skip probes whose every check would be skipped anyway (keeps the light run cheap)."""
+    return {
+        "nvlink_status": bool(exp.get("nvlink_links")),
+        "pci": bool(exp.get("pci_manifest")),
+        "net": bool(exp.get("nics")),
+        "mounts": bool(exp.get("mounts")),
+        "disk": bool(exp.get("disk_paths")),
+        "services": bool(exp.get("services")),
+        "adjtimex": exp.get("time_sync", "warn") != "off",
+    }.get(probe, True)
+
+
+def resolve_expectations(cfg: dict[str, Any], host: str) -> dict[str, Any]:
+    """Expectations for ``host``; ``gpus = "slurm"`` becomes the Gres count in slurm.conf."""
+    exp = config.expectations(cfg, host)
+    if exp.get("gpus") == "slurm":
+        exp["gpus"] = None
+        # SLURM_CONF is set in Prolog/Epilog; configless slurmd keeps a cached copy
+        for conf in (os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf",
+                     "/run/slurm/conf/slurm.conf", "/var/spool/slurmd/conf-cache/slurm.conf"):
+            with contextlib.suppress(OSError, ValueError):
+                exp["gpus"] = config.slurm_gpu_count(Path(conf).read_text(), host)
+                break
+    return exp
+
+
+@contextlib.contextmanager
+def node_state(state_dir: str | Path, host: str) -> Iterator[dict[str, Any]]:
+    """Load/modify/save ``<state_dir>/<host>/state.json`` under an exclusive flock.
+
+    Per-host subdirectory because several slurmds may share one filesystem (testbeds, or
+    multiple-slurmd setups).  A corrupt file is replaced, not fatal.
+    """
+    d = Path(state_dir) / host
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with (d / "state.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        path = d / "state.json"
+        try:
+            data = json.loads(path.read_text())
+            if not isinstance(data, dict):
+                data = {}
+        except (OSError, ValueError):
+            data = {}
+        yield data
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(data, sort_keys=True))
+        os.replace(tmp, path)
+
+
+def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
+        overrides: dict[str, ProbeFn] | None = None, root: str | Path | None = None,
+        state: dict[str, Any] | None = None,
+        only: list[str] | None = None) -> list[Verdict]:
+    """Run the checks of ``profile`` ("light" or "full" = light + full) and return verdicts.
+
+    ``overrides`` replaces probe functions (tests: recorded output); ``state`` is the mutable
+    per-node state dict (see :func:`node_state`), a throwaway dict when None.
+    """
+    rt = cfg.get("runtime", {})
+    exp = resolve_expectations(cfg, host)
+    timeout = float(rt.get("full_probe_timeout_s" if profile == "full" else "probe_timeout_s", 8))
+    watchdog = float(rt.get("watchdog_s", 25)) if profile == "light" else timeout * 2
+    specs = [s for s in SPECS if (profile == "full" or s.profile == "light")
+             and (only is None or s.name in only)]
+    # probe argv overrides: [probes] then any matching [[nodetype]] probes table
+    argv = {k: list(v) for k, v in {**cfg.get("probes", {}), **exp.pop("probes", {})}.items()
+            if isinstance(v, list)}
+    root = Path(root if root is not None else rt.get("root", "/"))
+    ctx = probes.ProbeContext(exp=exp, root=root, timeout=timeout, argv=argv)
+    fns = {**PROBES, **(overrides or {})}
+    st = RunState(state if state is not None else {}, probes.boot_id(ctx))
+
+    # start probes
+    results: dict[str, tuple[str, Any]] = {}
+    threads: dict[str, threading.Thread] = {}
+    for name in dict.fromkeys(s.probe for s in specs):
+        if not _needed(name, exp):
+            results[name] = ("missing", "not needed")
+            continue
+        t = threading.Thread(target=_call, args=(fns[name], ctx, name, results), daemon=True,
+                             name=f"probe-{name}")
+        threads[name] = t
+        t.start()
+    deadline = time.monotonic() + watchdog
+    for name, t in threads.items():
+        # the child-process timeout fires first; +1 s lets run_argv report it itself
+        t.join(max(0.0, min(timeout + 1.0, deadline - time.monotonic())))
+        if t.is_alive():
+            results.setdefault(name, ("error", f"probe {name} hung > {timeout:g}s (abandoned)"))
+    if time.monotonic() > deadline:
+        probes.kill_live_children()
+
+    out = []
+    for s in specs:
+        kind, raw = results.get(s.probe, ("error", f"probe {s.probe} gave no result"))
+        if kind in ("error", "internal"):
+            out.append(Verdict(s.name, PROBE_ERROR, str(raw)[:200], kind == "internal"))
+            continue
+        try:
+            data = None if kind == "missing" else s.parse(raw, st)
+        except ValueError as e:
+            out.append(Verdict(s.name, PROBE_ERROR, f"unparseable {s.probe} output: {e}"[:200]))
+            continue
+        except Exception as e:
+            out.append(Verdict(s.name, PROBE_ERROR, f"aegis parser bug: {e!r}"[:200], True))
+            continue
+        try:
+            out.append(s.check(data, exp))
+        except Exception as e:
+            out.append(Verdict(s.name, PROBE_ERROR, f"aegis check bug: {e!r}"[:200], True))
+    return out
+
+
+def _call(fn: ProbeFn, ctx: probes.ProbeContext, name: str,
+          results: dict[str, tuple[str, Any]]) -> None:
+    try:
+        results[name] = ("ok", fn(ctx))
+    except probes.ProbeMissing as e:
+        results[name] = ("missing", str(e))
+    except (probes.ProbeTimeout, probes.ProbeFailed) as e:
+        results[name] = ("error", str(e))
+    except OSError as e:
+        results[name] = ("error", f"{name}: {e}")
+    except Exception as e:
+        results[name] = ("internal", f"aegis probe bug in {name}: {e!r}")

@@ -1,0 +1,243 @@
+"""Parsers: raw probe output (text) -> plain Python data.  Pure functions, standard library only.
+
+Each parser is tested on real recorded output (tests/fixtures/hostsignals/).  A parser raises
+``ValueError`` on output it cannot make sense of; the runner turns that into ``probe_error``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+Tree = dict[str, "str | Tree"]
+
+
+def _indent_tree(lines: list[str]) -> Tree:
+    """Turn ``key : value`` lines nested by indentation (nvidia-smi -q style) into dicts."""
+    root: Tree = {}
+    stack: list[tuple[int, Tree]] = [(-1, root)]
+    for raw in lines:
+        if not raw.strip():
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        key, sep, value = raw.strip().partition(":")
+        key = key.strip()
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if sep and value.strip():
+            parent[key] = value.strip()
+        else:
+            node: Tree = {}
+            parent[key] = node
+            stack.append((indent, node))
+    return root
+
+
+@dataclass
+class NvidiaSmiQuery:
+    driver_version: str
+    cuda_version: str
+    attached: int
+    gpus: list[Tree] = field(default_factory=list)  # one tree per "GPU <bus id>" block
+
+
+def parse_nvidia_smi_q(text: str) -> NvidiaSmiQuery:
+    """Parse ``nvidia-smi -q`` (full or ``-d SECTION``) text output."""
+    if "NVSMI LOG" not in text:
+        raise ValueError("not nvidia-smi -q output: " + (text.strip().splitlines() or [""])[0])
+    head: dict[str, str] = {}
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("GPU ") and not line.startswith("GPU  "):
+            blocks.append([])
+            continue
+        if blocks:
+            blocks[-1].append(line)
+        elif ":" in line:
+            k, _, v = line.partition(":")
+            head[k.strip()] = v.strip()
+    attached = int(head.get("Attached GPUs", len(blocks)))
+    return NvidiaSmiQuery(
+        driver_version=head.get("Driver Version", ""),
+        cuda_version=head.get("CUDA Version", ""),
+        attached=attached,
+        gpus=[_indent_tree(b) for b in blocks],
+    )
+
+
+def tree_get(tree: Tree, *path: str, default: str = "") -> str:
+    """Value at ``path`` in an nvidia-smi tree, or ``default`` when absent."""
+    node: str | Tree = tree
+    for p in path:
+        if not isinstance(node, dict) or p not in node:
+            return default
+        node = node[p]
+    return node if isinstance(node, str) else default
+
+
+def as_int(value: str) -> int | None:
+    """Leading integer of a value like ``16x``, ``29 C`` or ``0``; None for N/A."""
+    m = re.match(r"\s*(-?\d+)", value)
+    return int(m.group(1)) if m else None
+
+
+@dataclass
+class NvlinkGpu:
+    index: int
+    name: str
+    links: dict[int, str]  # link number -> "25 GB/s" or "<inactive>"
+    all_inactive: bool = False
+
+
+def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
+    """Parse ``nvidia-smi nvlink -s``."""
+    gpus: list[NvlinkGpu] = []
+    for line in text.splitlines():
+        s = line.strip()
+        m = re.match(r"GPU (\d+): (.*?)(?: \(UUID.*)?$", s)
+        if m:
+            gpus.append(NvlinkGpu(int(m.group(1)), m.group(2), {}))
+            continue
+        if not gpus:
+            continue
+        m = re.match(r"Link (\d+): (.*)$", s)
+        if m:
+            gpus[-1].links[int(m.group(1))] = m.group(2).strip()
+        elif "all links are inactive" in s:
+            gpus[-1].all_inactive = True
+    return gpus
+
+
+@dataclass
+class IbPort:
+    device: str
+    port: int
+    state: str  # "ACTIVE", "DOWN", "INIT", ...
+    phys_state: str  # "LinkUp", "Polling", "Disabled", ...
+    rate_gbps: float
+    link_layer: str  # "InfiniBand" or "Ethernet"
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+def _state_word(value: str) -> str:
+    # sysfs "4: ACTIVE" / ibstat "Active" -> "ACTIVE";  "5: LinkUp" -> "LinkUp"
+    return value.split(":", 1)[-1].strip()
+
+
+def parse_ibstat(text: str) -> list[IbPort]:
+    """Parse ``ibstat`` output (tolerates a trailing ``ibpanic`` after valid CA blocks)."""
+    ports: list[IbPort] = []
+    ca = ""
+    cur: dict[str, str] | None = None
+    port_no = 0
+
+    def flush() -> None:
+        if cur is not None:
+            ports.append(IbPort(ca, port_no, cur.get("State", "").upper(),
+                                cur.get("Physical state", ""), float(cur.get("Rate", "0") or 0),
+                                cur.get("Link layer", "")))
+
+    for line in text.splitlines():
+        m = re.match(r"CA '([^']+)'", line)
+        if m:
+            flush()
+            cur, ca = None, m.group(1)
+            continue
+        m = re.match(r"\s+Port (\d+):\s*$", line)
+        if m:
+            flush()
+            cur, port_no = {}, int(m.group(1))
+            continue
+        if cur is not None and ":" in line and line[:1].isspace():
+            k, _, v = line.strip().partition(":")
+            cur[k.strip()] = v.strip()
+    flush()
+    return ports
+
+
+def ib_port_from_sysfs(device: str, port: int, files: dict[str, str]) -> IbPort:
+    """Build an :class:`IbPort` from the text of sysfs files under ``ports/<n>/``."""
+    rate = re.match(r"\s*([\d.]+)", files.get("rate", "0")) or None
+    counters = {k[len("counters/"):]: int(v) for k, v in files.items()
+                if k.startswith("counters/") and v.strip().lstrip("-").isdigit()}
+    return IbPort(device, port, _state_word(files.get("state", "")).upper(),
+                  _state_word(files.get("phys_state", "")),
+                  float(rate.group(1)) if rate else 0.0, files.get("link_layer", "").strip(),
+                  counters)
+
+
+def parse_meminfo(text: str) -> dict[str, int]:
+    """``/proc/meminfo`` -> {key: kB}."""
+    out = {}
+    for line in text.splitlines():
+        k, _, v = line.partition(":")
+        n = as_int(v)
+        if n is not None:
+            out[k.strip()] = n
+    return out
+
+
+def parse_proc_mounts(text: str) -> dict[str, tuple[str, str]]:
+    """``/proc/self/mounts`` -> {mountpoint: (fstype, options)}."""
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 4:
+            mnt = parts[1].replace("\\040", " ")
+            out[mnt] = (parts[2], parts[3])
+    return out
+
+
+@dataclass
+class NcclResult:
+    avg_busbw_gbps: float
+    max_busbw_gbps: float  # best out-of-place busbw over message sizes
+    out_of_bounds: int
+    n_gpus: int
+
+
+def parse_nccl_tests(text: str) -> NcclResult:
+    """Parse nccl-tests ``all_reduce_perf`` output."""
+    avg = re.search(r"# Avg bus bandwidth\s*:\s*([\d.]+)", text)
+    if not avg:
+        raise ValueError("no '# Avg bus bandwidth' line in nccl-tests output")
+    oob = re.search(r"# Out of bounds values\s*:\s*(\d+)", text)
+    ngpus = re.search(r"nGpus (\d+)", text)
+    busbw = []
+    for line in text.splitlines():
+        cols = line.split()
+        if len(cols) >= 12 and cols[0].isdigit():
+            try:
+                busbw.append(float(cols[6]))
+            except ValueError:
+                continue
+    return NcclResult(float(avg.group(1)), max(busbw, default=0.0),
+                      int(oob.group(1)) if oob else 0, int(ngpus.group(1)) if ngpus else 0)
+
+
+@dataclass
+class GpuBurnResult:
+    tested: dict[int, str]  # GPU index -> "OK" / "FAULTY"
+    max_errors: list[int]  # per GPU, highest error count seen in progress lines
+    max_temp_c: list[int]  # per GPU, highest temperature seen
+    gflops: list[float]  # per GPU, last non-zero Gflop/s
+
+
+def parse_gpu_burn(text: str) -> GpuBurnResult:
+    """Parse gpu-burn output (progress lines + the final ``Tested N GPUs`` summary)."""
+    tested = {int(m.group(1)): m.group(2) for m in re.finditer(r"GPU (\d+): (OK|FAULTY)", text)}
+    if "Tested" not in text or not tested:
+        raise ValueError("gpu-burn output has no 'Tested N GPUs' summary")
+    n = max(tested) + 1
+    errs, temps, gflops = [0] * n, [0] * n, [0.0] * n
+    for m in re.finditer(r"errors: ((?:\d+(?: - )?)+)\s+temps: ((?:\d+ C(?: - )?)+)", text):
+        for i, e in enumerate(int(x) for x in m.group(1).split(" - ")[:n]):
+            errs[i] = max(errs[i], e)
+        for i, t in enumerate(int(x.strip().rstrip("C")) for x in m.group(2).split(" - ")[:n]):
+            temps[i] = max(temps[i], t)
+    for m in re.finditer(r"proc'd: (.*?)\s+errors:", text):
+        for i, g in enumerate(re.findall(r"\(([\d.]+) Gflop/s\)", m.group(1))[:n]):
+            if float(g) > 0:
+                gflops[i] = float(g)
+    return GpuBurnResult(tested, errs, temps, gflops)

@@ -1,0 +1,360 @@
+"""Probes: how to read the machine.  Each returns raw text/data and computes nothing.
+
+Every probe is a function ``(ctx) -> raw``; the runner may replace any of them (tests inject
+recorded real output, the config may point a probe at another argv).  Commands run as argv lists
+in their own session so a hung tool's whole process group can be killed; a missing tool raises
+:class:`ProbeMissing` (the check decides whether that matters).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ProbeMissing(Exception):
+    """The tool or file the probe needs does not exist on this node."""
+
+
+class ProbeTimeout(Exception):
+    """The probe did not answer within its timeout (its process group was killed)."""
+
+
+class ProbeFailed(Exception):
+    """The probe ran but failed (non-zero exit without usable output, unreadable file)."""
+
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+#: process-group ids of running probe children; the watchdog kills whatever is left here
+LIVE_PGIDS: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_live_children() -> int:
+    """SIGKILL every live probe process group (watchdog path).  Returns how many."""
+    with _LIVE_LOCK:
+        pgids = list(LIVE_PGIDS)
+        LIVE_PGIDS.clear()
+    for pg in pgids:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pg, signal.SIGKILL)
+    return len(pgids)
+
+
+@dataclass
+class ProbeContext:
+    """What a probe may look at: config, expectations, filesystem root, timeout, argv overrides."""
+
+    exp: dict[str, Any]
+    root: Path = Path("/")
+    timeout: float = 8.0
+    argv: dict[str, list[str]] = field(default_factory=dict)  # probe name -> argv override
+
+    def path(self, p: str) -> Path:
+        return self.root / p.lstrip("/")
+
+
+def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> str:
+    """Run ``argv`` (no shell) with a timeout; kill its whole process group when it expires."""
+    path = os.environ.get("PATH") or DEFAULT_PATH  # slurmd runs the Prolog without PATH
+    exe = shutil.which(argv[0], path=path)
+    if exe is None:
+        raise ProbeMissing(f"{argv[0]} not found")
+    try:
+        proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, text=True, errors="replace",
+                                env={"PATH": path, "LC_ALL": "C"})
+    except OSError as e:
+        raise ProbeFailed(f"{argv[0]}: {e.strerror}") from None
+    with _LIVE_LOCK:
+        LIVE_PGIDS.add(proc.pid)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        # don't block on a child stuck in D state: give it a moment, then abandon it
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=1.0)
+        raise ProbeTimeout(f"{argv[0]} timed out after {timeout:g}s") from None
+    finally:
+        with _LIVE_LOCK:
+            LIVE_PGIDS.discard(proc.pid)
+    if proc.returncode not in ok_rc:
+        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+        raise ProbeFailed(f"{argv[0]} exit {proc.returncode}: {tail[0][:160]}")
+    return out
+
+
+def _cmd(ctx: ProbeContext, name: str, default: list[str], **kw: Any) -> str:
+    return run_argv(ctx.argv.get(name, default), ctx.timeout, **kw)
+
+
+# ---- GPU -----------------------------------------------------------------------------------
+
+def nvidia_smi_q(ctx: ProbeContext) -> str:
+    return _cmd(ctx, "nvidia_smi_q", ["nvidia-smi", "-q"])
+
+
+def nvlink_status(ctx: ProbeContext) -> str:
+    return _cmd(ctx, "nvlink_status", ["nvidia-smi", "nvlink", "-s"])
+
+
+# ---- kernel log ----------------------------------------------------------------------------
+
+def kernel_log(ctx: ProbeContext) -> str:
+    """The kernel ring buffer: /dev/kmsg read non-blocking (no tool needed), or an argv."""
+    if "kernel_log" in ctx.argv:
+        return _cmd(ctx, "kernel_log", [])
+    kmsg = ctx.path("/dev/kmsg")
+    try:
+        fd = os.open(kmsg, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ProbeMissing(f"{kmsg} absent") from None
+    except PermissionError as e:
+        raise ProbeFailed(f"{kmsg}: {e.strerror}") from None
+    chunks = []
+    try:
+        while True:
+            try:
+                rec = os.read(fd, 8192)
+            except BlockingIOError:
+                break
+            except OSError as e:  # EPIPE: record overwritten while reading; keep going
+                if e.errno == errno.EPIPE:
+                    continue
+                raise
+            if not rec:
+                break
+            chunks.append(rec.decode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    return "".join(chunks)
+
+
+def boot_id(ctx: ProbeContext) -> str:
+    try:
+        return ctx.path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+# ---- fabric / network ----------------------------------------------------------------------
+
+_IB_FILES = ("state", "phys_state", "rate", "link_layer")
+
+
+def ib_sysfs(ctx: ProbeContext) -> dict[tuple[str, int], dict[str, str]] | str:
+    """Read /sys/class/infiniband/*/ports/*/{state,phys_state,rate,link_layer,counters/*}.
+
+    Returns ``{(device, port): {file: text}}``, or ibstat text when an argv override is set.
+    """
+    if "ib" in ctx.argv:
+        return _cmd(ctx, "ib", [])
+    base = ctx.path("/sys/class/infiniband")
+    if not base.is_dir():
+        raise ProbeMissing("no /sys/class/infiniband")
+    out: dict[tuple[str, int], dict[str, str]] = {}
+    for dev in sorted(base.iterdir()):
+        ports = dev / "ports"
+        if not ports.is_dir():
+            continue
+        for port in sorted(ports.iterdir(), key=lambda p: p.name):
+            files = {}
+            for name in _IB_FILES:
+                with contextlib.suppress(OSError):
+                    files[name] = (port / name).read_text().strip()
+            cdir = port / "counters"
+            if cdir.is_dir():
+                for c in cdir.iterdir():
+                    with contextlib.suppress(OSError):
+                        files["counters/" + c.name] = c.read_text().strip()
+            if port.name.isdigit():
+                out[(dev.name, int(port.name))] = files
+    return out
+
+
+def net_operstate(ctx: ProbeContext) -> dict[str, str]:
+    base = ctx.path("/sys/class/net")
+    if not base.is_dir():
+        raise ProbeMissing("no /sys/class/net")
+    out = {}
+    for dev in base.iterdir():
+        try:
+            out[dev.name] = (dev / "operstate").read_text().strip()
+        except OSError:
+            out[dev.name] = "unreadable"
+    return out
+
+
+def pci_links(ctx: ProbeContext) -> dict[str, Any]:
+    """gcm-format node manifest (``pci_manifest``) + sysfs current link speed/width per BDF."""
+    import json
+
+    manifest = json.loads(Path(ctx.exp["pci_manifest"]).read_text())
+    seen: dict[str, dict[str, str] | None] = {}
+    for bdf in manifest.get("pci", {}):
+        dev = ctx.path(f"/sys/bus/pci/devices/{bdf}")
+        try:
+            seen[bdf] = {"speed": (dev / "current_link_speed").read_text().strip(),
+                         "width": (dev / "current_link_width").read_text().strip()}
+        except OSError:
+            seen[bdf] = None
+    return {"manifest": manifest.get("pci", {}), "sysfs": seen}
+
+
+# ---- filesystems ---------------------------------------------------------------------------
+
+def proc_mounts(ctx: ProbeContext) -> str:
+    return ctx.path("/proc/self/mounts").read_text()
+
+
+def statfs_child(path: str, timeout: float, read_file: str = "") -> dict[str, Any]:
+    """statfs (+ optional read of a canary file) of ``path`` in a child process, timed.
+
+    A stale NFS/GPFS/Lustre mount hangs statfs in the kernel; doing it in a killable child keeps
+    the checker alive and turns the hang into a verdict.  Returns blocks/avail/bsize or raises.
+    """
+    out = run_argv(["stat", "-f", "-c", "%b %a %S", "--", path], timeout)
+    blocks, avail, bsize = (int(x) for x in out.split())
+    if read_file:
+        run_argv(["head", "-c", "4096", "--", os.path.join(path, read_file)], timeout)
+    return {"total": blocks * bsize, "free": avail * bsize}
+
+
+def mounts_status(ctx: ProbeContext) -> dict[str, dict[str, Any]]:
+    """For each required mount: listed in /proc/self/mounts, and answering statfs(+read)."""
+    from aegis_slurm.node.parse import parse_proc_mounts
+
+    table = parse_proc_mounts(proc_mounts(ctx))
+    want = list(ctx.exp.get("mounts", []))
+    results: dict[str, dict[str, Any]] = {}
+
+    def one(m: str) -> None:
+        if m not in table:
+            results[m] = {"mounted": False, "ok": False, "detail": "not in /proc/self/mounts"}
+            return
+        try:
+            statfs_child(m, ctx.timeout, ctx.exp.get("mount_read_file", ""))
+            results[m] = {"mounted": True, "ok": True, "detail": table[m][0]}
+        except (ProbeTimeout, ProbeFailed, ProbeMissing, ValueError) as e:
+            results[m] = {"mounted": True, "ok": False, "detail": str(e)}
+
+    _parallel(one, want, ctx.timeout + 2)
+    for m in want:  # a thread still stuck after its child was killed
+        results.setdefault(m, {"mounted": True, "ok": False, "detail": "statfs hung"})
+    return results
+
+
+def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int]]:
+    res: dict[str, tuple[int, int]] = {}
+
+    def one(p: str) -> None:
+        d = statfs_child(p, ctx.timeout)
+        res[p] = (d["free"], d["total"])
+
+    paths = [p for p in ctx.exp.get("disk_paths", []) if os.path.exists(p)]
+    _parallel(one, paths, ctx.timeout + 2)
+    missing = [p for p in paths if p not in res]
+    if missing:
+        raise ProbeTimeout(f"statfs of {', '.join(missing)} did not answer")
+    return res
+
+
+def _parallel(fn: Any, items: list[str], limit: float) -> None:
+    threads = [threading.Thread(target=_swallow, args=(fn, i), daemon=True) for i in items]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + limit
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+
+
+def _swallow(fn: Any, item: str) -> None:
+    # the caller reports items that produced no result
+    with contextlib.suppress(Exception):
+        fn(item)
+
+
+# ---- host ----------------------------------------------------------------------------------
+
+def meminfo(ctx: ProbeContext) -> str:
+    return ctx.path("/proc/meminfo").read_text()
+
+
+def adjtimex(ctx: ProbeContext) -> dict[str, int]:
+    """Kernel NTP state via adjtimex(2) (read-only, modes=0), no chrony/ntpd tool needed."""
+    import ctypes
+
+    class Timex(ctypes.Structure):
+        _fields_ = [("modes", ctypes.c_uint), ("offset", ctypes.c_long), ("freq", ctypes.c_long),
+                    ("maxerror", ctypes.c_long), ("esterror", ctypes.c_long),
+                    ("status", ctypes.c_int), ("pad", ctypes.c_char * 200)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    tx = Timex()
+    state = libc.adjtimex(ctypes.byref(tx))
+    if state < 0:
+        raise ProbeFailed(f"adjtimex errno {ctypes.get_errno()}")
+    return {"state": state, "status": tx.status, "maxerror_us": tx.maxerror}
+
+
+def process_names(ctx: ProbeContext) -> set[str]:
+    names = set()
+    for d in ctx.path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                names.add((d / "comm").read_text().strip())
+                exe = (d / "cmdline").read_bytes().split(b"\0", 1)[0]
+                if exe:
+                    names.add(os.path.basename(exe.decode("utf-8", "replace")))
+            except OSError:
+                continue
+    return names
+
+
+# ---- full profile --------------------------------------------------------------------------
+
+def dcgm_diag(ctx: ProbeContext) -> str:
+    lvl = str(ctx.exp.get("dcgm_level", 2))
+    return _cmd(ctx, "dcgm_diag", ["dcgmi", "diag", "-r", lvl, "-j"], ok_rc=(0, 226))
+
+
+def nccl_allreduce(ctx: ProbeContext) -> str:
+    n = str(ctx.exp.get("gpus") or 8)
+    return _cmd(ctx, "nccl_allreduce",
+                ["all_reduce_perf", "-b", "8M", "-e", "4G", "-f", "2", "-g", n])
+
+
+def gpu_burn(ctx: ProbeContext) -> str:
+    return _cmd(ctx, "gpu_burn", ["gpu_burn", str(ctx.exp.get("burn_seconds", 60))])
+
+
+def data_read(ctx: ProbeContext) -> dict[str, float]:
+    """Sequential read of up to ``data_read_mbytes`` from ``data_read_path`` (file or dir)."""
+    path = ctx.exp.get("data_read_path", "")
+    if not path:
+        raise ProbeMissing("no data_read_path")
+    p = Path(path)
+    files = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file())
+    budget = int(ctx.exp.get("data_read_mbytes", 1024)) * 2**20
+    got, t0 = 0, time.monotonic()
+    for f in files:
+        with f.open("rb", buffering=0) as fh:
+            while got < budget and (chunk := fh.read(min(8 << 20, budget - got))):
+                got += len(chunk)
+        if got >= budget:
+            break
+    dt = max(time.monotonic() - t0, 1e-6)
+    return {"mbytes": got / 2**20, "mbps": got / 2**20 / dt}

@@ -1,0 +1,147 @@
+"""Drain / resume with reason ownership, and the drain-storm guard.
+
+Slurm is the source of truth for "who drained what": our reasons start with ``aegis: <check>:``
+and Slurm stores the reason's timestamp, so ``scontrol show nodes -o`` (one RPC) gives the
+cluster-wide count per check for the storm guard.  See docs/cbd.md for why this beats a shared
+directory.  All commands are argv lists with their own timeout; the healthy path never calls
+Slurm at all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from aegis_slurm.node import probes
+from aegis_slurm.node.verdict import Verdict
+
+PREFIX = "aegis: "
+MAX_REASON = 120
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    state: str  # e.g. "IDLE+DRAIN", "MIXED", "DOWN+DRAIN"
+    reason: str = ""
+    reason_time: datetime | None = None
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.state
+
+    @property
+    def ours(self) -> bool:
+        return self.reason.startswith(PREFIX)
+
+    def aegis_check(self) -> str | None:
+        """The check named in an aegis drain reason, else None."""
+        if not self.ours:
+            return None
+        return self.reason[len(PREFIX):].split(":", 1)[0].strip()
+
+
+_REASON_RE = re.compile(r"Reason=(.*?) \[([^@\]]*)@(\S+?)\]")
+
+
+def parse_scontrol_nodes(text: str) -> list[NodeInfo]:
+    """Parse ``scontrol show nodes -o`` (one node per line)."""
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"NodeName=(\S+)", line)
+        if not m:
+            continue
+        st = re.search(r"\bState=(\S+)", line)
+        reason, when = "", None
+        r = _REASON_RE.search(line)
+        if r:
+            reason = r.group(1)
+            try:
+                when = datetime.fromisoformat(r.group(3))
+            except ValueError:
+                when = None
+        out.append(NodeInfo(m.group(1), st.group(1) if st else "", reason, when))
+    return out
+
+
+def make_reason(v: Verdict) -> str:
+    """``aegis: <check>: <short evidence>`` on one line, bounded in length."""
+    ev = " ".join(v.evidence.split())
+    return (f"{PREFIX}{v.check}: {ev}")[:MAX_REASON]
+
+
+@dataclass(frozen=True)
+class DrainPlan:
+    action: str  # "drain" | "keep" (already drained: ours or admin's) | "storm" | "none"
+    check: str = ""
+    reason: str = ""
+    detail: str = ""
+
+
+def storm_tripped(check: str, me: str, nodes: list[NodeInfo], guard: dict[str, Any],
+                  now: datetime) -> tuple[bool, str]:
+    """Would draining ``me`` for ``check`` exceed the guard?  Pure.
+
+    Counts other nodes drained by aegis for the same check within ``window_minutes`` (reason
+    timestamp from Slurm), plus this one; trips above ``max_drained_share`` of all nodes or
+    above ``max_drained_nodes``.
+    """
+    window = timedelta(minutes=float(guard.get("window_minutes", 60)))
+    same = [n for n in nodes if n.name != me and n.drained and n.aegis_check() == check
+            and (n.reason_time is None or now - n.reason_time <= window)]
+    total = max(len(nodes), 1)
+    would = len(same) + 1
+    share = float(guard.get("max_drained_share", 0.2))
+    cap = int(guard.get("max_drained_nodes", 10))
+    if would > cap or would / total > share:
+        return True, (f"{would}/{total} nodes would be drained for {check} "
+                      f"(limit {cap} nodes, {share:.0%})")
+    return False, ""
+
+
+def plan_drain(failing: list[Verdict], me: str, nodes: list[NodeInfo], guard: dict[str, Any],
+               now: datetime) -> DrainPlan:
+    """Decide what to do about checks whose policy says drain.  Pure.
+
+    Never overwrites a reason aegis did not set; keeps an existing aegis reason (and its
+    timestamp); skips checks whose drain-storm guard has tripped and tries the next one.
+    """
+    if not failing:
+        return DrainPlan("none")
+    mine = next((n for n in nodes if n.name == me), None)
+    if mine is not None and (mine.drained or "DOWN" in mine.state):
+        who = "aegis" if mine.ours else "someone else"
+        return DrainPlan("keep", failing[0].check, mine.reason,
+                         f"already drained by {who}: {mine.reason}")
+    storms = []
+    for v in failing:
+        tripped, why = storm_tripped(v.check, me, nodes, guard, now)
+        if not tripped:
+            return DrainPlan("drain", v.check, make_reason(v))
+        storms.append(why)
+    return DrainPlan("storm", failing[0].check, "", "; ".join(storms))
+
+
+def should_resume(info: NodeInfo, passes: dict[str, int], policy_resume: bool,
+                  needed: int) -> bool:
+    """Resume only a node aegis drained, whose draining check passed ``needed`` times since."""
+    check = info.aegis_check()
+    return (info.drained and check is not None and policy_resume
+            and passes.get(check, 0) >= needed)
+
+
+# ---- I/O: scontrol with argv lists and short timeouts --------------------------------------
+
+def show_nodes(timeout: float) -> list[NodeInfo]:
+    return parse_scontrol_nodes(probes.run_argv(["scontrol", "show", "nodes", "-o"], timeout))
+
+
+def drain(node: str, reason: str, timeout: float) -> None:
+    probes.run_argv(["scontrol", "update", f"nodename={node}", "state=drain",
+                     f"reason={reason}"], timeout)
+
+
+def resume(node: str, timeout: float) -> None:
+    probes.run_argv(["scontrol", "update", f"nodename={node}", "state=resume"], timeout)

@@ -1,0 +1,104 @@
+"""Benchmark: the simulator, every analytics metric on a ~4M-record table, and the Monte Carlo.
+
+Targets (issue 3): all metrics on 4M records <= 20 s; 10,000 Monte Carlo replications of a
+30-day 16k-GPU job <= 2 s; the simulator writes 4M records well under a minute.  Prints figures
+only; nothing here asserts on wall-clock time.
+
+    .venv/bin/python benchmarks/bench_analytics.py [--records 4000000] [--ingest]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aegis_slurm.analytics.attribution import attribute_failures
+from aegis_slurm.analytics.ettr import simulate_ettr
+from aegis_slurm.analytics.failure_rate import failure_rate, rolling_failure_rate
+from aegis_slurm.analytics.goodput import goodput_lost
+from aegis_slurm.analytics.job_runs import (
+    link_job_runs,
+    measured_ettr,
+    size_distribution,
+)
+from aegis_slurm.analytics.lemon import lemon_nodes
+from aegis_slurm.analytics.loops import requeue_loops
+from aegis_slurm.analytics.mttf import mttf_by_size
+from aegis_slurm.analytics.taxonomy import failure_taxonomy
+from aegis_slurm.simulate.history import SimConfig, simulate, write_history
+
+
+def timed(label: str, fn: Callable[[], Any]) -> tuple[Any, float]:
+    t = time.perf_counter()
+    out = fn()
+    dt = time.perf_counter() - t
+    print(f"  {label:<28} {dt:7.2f} s")
+    return out, dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=4_000_000)
+    ap.add_argument("--nodes", type=int, default=4096)
+    ap.add_argument("--ingest", action="store_true", help="also time write + real ingest")
+    args = ap.parse_args()
+    days = args.records / 1.33 / (2.0 * args.nodes)  # ~1.33 records per job, 2 jobs/node-day
+    cfg = SimConfig(nodes=args.nodes, days=days, seed=1, crash_loops=5, lemons=8)
+    print(f"simulate: {args.nodes} nodes x {days:.0f} days")
+    sim, t_sim = timed("simulate", lambda: simulate(cfg))
+    runs = sim.runs
+    print(f"  records: {runs.height:,}")
+    with tempfile.TemporaryDirectory() as d:
+        _, t_w = timed("write sacct export", lambda: write_history(sim, Path(d) / "h.txt"))
+        size = (Path(d) / "h.txt").stat().st_size
+        print(f"  export size: {size / 1e6:,.0f} MB")
+        if args.ingest:
+            from aegis_slurm.accounting import ingest_files, load_runs
+
+            timed("ingest (real parser)", lambda: ingest_files([Path(d) / "h.txt"], Path(d) / "s"))
+            runs, _ = timed("load_runs", lambda: load_runs(Path(d) / "s"))
+
+    print("metrics:")
+    total = 0.0
+    att, t = timed("attribution", lambda: attribute_failures(runs, sim.signals, sim.events))
+    total += t
+    linked, t = timed("job-run linkage", lambda: link_job_runs(att))
+    total += t
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("taxonomy", lambda: failure_taxonomy(att)),
+        ("failure rate", lambda: failure_rate(att)),
+        ("rolling r_f (30 d)", lambda: rolling_failure_rate(att)),
+        ("mttf by size", lambda: mttf_by_size(att, 0.0065)),
+        ("goodput (1st + 2nd order)", lambda: goodput_lost(linked)),
+        ("crash loops", lambda: requeue_loops(linked, rf=0.0065)),
+        ("lemon nodes", lambda: lemon_nodes(att, sim.events)),
+        ("measured ETTR", lambda: measured_ettr(linked, 0.0065, qos="high")),
+        ("size distribution", lambda: size_distribution(att)),
+    ]
+    results = {}
+    for label, fn in steps:
+        results[label], t = timed(label, fn)
+        total += t
+    print(f"  {'ALL METRICS':<28} {total:7.2f} s   (target <= 20 s)")
+    fr = results["failure rate"]
+    print(
+        f"  r_f = {fr['rf_per_node_day'] * 1000:.2f}/1000 node-days "
+        f"(planted incl. lemons {sim.truth['expected_rf_gt128'] * 1000:.2f}); "
+        f"loops found {len(results['crash loops'])}/{len(sim.truth['crash_loops'])}"
+    )
+
+    print("Monte Carlo: 10,000 replications, 16,384 GPUs, 30 days, dt=60, u0=5, q=10:")
+    mc, t_mc = timed(
+        "simulate_ettr", lambda: simulate_ettr(2048, 0.0065, 5, 60, 0, 10, 43200, 10_000)
+    )
+    print(f"  mean {mc.mean:.4f} ± {mc.stderr:.5f}; {mc.mean_failures:.0f} failures per run")
+    print(f"  {'MONTE CARLO':<28} {t_mc:7.2f} s   (target <= 2 s)")
+    print(f"  {'SIMULATOR':<28} {t_sim:7.2f} s + write {t_w:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

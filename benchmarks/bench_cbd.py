@@ -1,0 +1,174 @@
+"""Benchmark: light CBD profile on a healthy node, vs Meta gcm's ``health_checks`` in the same run.
+
+Prints figures; asserts nothing.  The healthy node is simulated with recorded real outputs
+(8xH100 ``nvidia-smi -q`` via ``cat``, A100 ``nvidia-smi nvlink -s``, a gcm sysfs dump of 8 HDR
+IB ports materialised as a real directory tree, an app-XID dmesg); /tmp disk and /proc/meminfo
+are this machine's.  Measured:
+
+* in-process wall time of ``cbd.run`` (probes in parallel, one subprocess per tool),
+* end-to-end wall time and max RSS of the Prolog process (``python -I -m
+  aegis_slurm.node.prolog``: interpreter start, imports, checks, state, .prom),
+* import time of the Prolog path (``python -X importtime``), targets: <= 0.5 s wall, <= 80 ms
+  imports,
+* gcm (PyPI package ``gpucm``, CLI ``health_checks``): ``health_checks check-storage disk-usage``
+  wall time and RSS, one check only, and the ratio to our whole light profile.
+
+gcm is looked up as $AEGIS_GCM_HEALTH_CHECKS, then ``health_checks`` on PATH, then
+/tmp/gcm-venv/bin/health_checks (install: ``python3 -m venv /tmp/gcm-venv &&
+/tmp/gcm-venv/bin/pip install gpucm``; kept out of the project venv on purpose: it pulls
+pydantic, opentelemetry, omegaconf, pynvml).
+
+Usage: ``.venv/bin/python benchmarks/bench_cbd.py [--runs 15]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FIX = REPO / "tests" / "fixtures" / "hostsignals"
+sys.path.insert(0, str(REPO / "tests" / "cbd"))  # for _fixtures.materialize_sysfs
+
+
+def build_site(tmp: Path) -> Path:
+    from _fixtures import materialize_sysfs  # gcm sysfs JSON -> real tree
+
+    root = materialize_sysfs(FIX / "gcm" / "learn_ib_intf_operstate_down.json", tmp / "root")
+    (root / "proc").mkdir(exist_ok=True)
+    (root / "proc" / "meminfo").write_text(Path("/proc/meminfo").read_text())
+    cfg = tmp / "cbd.toml"
+    cfg.write_text(f"""
+[runtime]
+root = "{root}"
+state_dir = "{tmp}/state"
+textfile_dir = "{tmp}/prom"
+syslog = false
+[expect]
+gpus = 8
+nvlink_links = 12
+ib_ports = 7
+ib_rate_gbps = 200
+disk_paths = ["/tmp"]
+time_sync = "warn"
+[probes]
+nvidia_smi_q = ["cat", "{FIX}/gpud/nvidia-smi-query.535.161.08.out.0.valid"]
+nvlink_status = ["cat", "{FIX}/gpud/nvidia-smi.nvlink.status.a100"]
+kernel_log = ["cat", "{FIX}/gpud/dmesg.decode.iso.log"]
+""")
+    return cfg
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall s, max RSS MiB, rc) of one child process, measured with wait4."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    return wall, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+
+
+def import_ms(env: dict[str, str]) -> tuple[float, float, list[tuple[float, str]]]:
+    """Import time (ms): whole process incl. startup, the aegis_slurm subtree, 5 slowest."""
+    r = subprocess.run([sys.executable, "-I", "-X", "importtime", "-c",
+                        "import aegis_slurm.node.prolog, aegis_slurm.node.cbd"],
+                       env=env, capture_output=True, text=True, check=True)
+    total, ours, rows = 0.0, 0.0, []
+    for line in r.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
+        if not m:
+            continue
+        self_us, cum_us, indent, name = int(m[1]), int(m[2]), len(m[3]), m[4]
+        rows.append((self_us / 1000, name))
+        if indent == 1:  # top-level: interpreter startup (site, encodings) + our import
+            total += cum_us / 1000
+            if name.startswith("aegis_slurm"):
+                ours += cum_us / 1000
+    return total, ours, sorted(rows, reverse=True)[:5]
+
+
+def find_gcm() -> str | None:
+    for cand in (os.environ.get("AEGIS_GCM_HEALTH_CHECKS"), shutil.which("health_checks"),
+                 "/tmp/gcm-venv/bin/health_checks"):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=15)
+    args = ap.parse_args()
+    from aegis_slurm.node import cbd, config
+
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        cfg_path = build_site(tmp)
+        cfg = config.load(cfg_path)
+        root = tmp / "root"
+        # in-process
+        walls, verdicts = [], []
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            verdicts = cbd.run(cfg, "gpu001", root=root)
+            walls.append(time.perf_counter() - t0)
+        states = {}
+        for v in verdicts:
+            states[v.state] = states.get(v.state, 0) + 1
+        # whole Prolog process (healthcheck mode: identical work, exit code always 0)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AEGIS_CBD_CONFIG": str(cfg_path),
+               "SLURMD_NODENAME": "gpu001", "SLURM_CONF": str(tmp / "none")}
+        proc = [timed([sys.executable, "-I", "-m", "aegis_slurm.node.prolog", "--mode", "prolog"],
+                      env)
+                for _ in range(args.runs)]
+        imps = [import_ms(env) for _ in range(5)]
+        imp = statistics.median(i[0] for i in imps)
+        imp_ours = statistics.median(i[1] for i in imps)
+        slow = imps[-1][2]
+        gcm = find_gcm()
+        gcm_runs = []
+        if gcm:
+            gcm_runs = [timed([gcm, "check-storage", "disk-usage", "bench", "prolog", "-v", "/tmp",
+                               "--log-folder", str(tmp / "gcm-logs")],
+                              {"PATH": env["PATH"], "HOME": str(tmp)})
+                        for _ in range(max(3, args.runs // 3))]
+
+    med = statistics.median
+    p_wall = [w for w, _, _ in proc]
+    out = {
+        "runs": args.runs,
+        "checks": len(verdicts), "verdict_counts": states,
+        "cbd_run_in_process_s": {"median": round(med(walls), 4), "max": round(max(walls), 4)},
+        "prolog_process_s": {"median": round(med(p_wall), 4), "max": round(max(p_wall), 4)},
+        "prolog_process_max_rss_mib": round(max(r for _, r, _ in proc), 1),
+        "prolog_exit_codes": sorted({rc for _, _, rc in proc}),
+        "imports_ms_whole_process": round(imp, 1),
+        "imports_ms_aegis_slurm_subtree": round(imp_ours, 1),
+        "slowest_imports_ms": [(round(ms, 2), n) for ms, n in slow],
+        "targets": {"wall_s": 0.5, "import_ms": 80},
+    }
+    if gcm_runs:
+        g_wall = med([w for w, _, _ in gcm_runs])
+        out["gcm_disk_usage_s"] = {"median": round(g_wall, 4),
+                                   "max": round(max(w for w, _, _ in gcm_runs), 4)}
+        out["gcm_max_rss_mib"] = round(max(r for _, r, _ in gcm_runs), 1)
+        out["gcm_exit_codes"] = sorted({rc for _, _, rc in gcm_runs})
+        out["ratio_gcm_one_check_over_aegis_full_light_profile"] = round(g_wall / med(p_wall), 2)
+        out["ratio_rss_gcm_over_aegis"] = round(out["gcm_max_rss_mib"]
+                                                / out["prolog_process_max_rss_mib"], 2)
+    else:
+        out["gcm"] = "not installed (pip install gpucm into /tmp/gcm-venv)"
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The Parquet store's merge rules and the `aegis-slurm ingest` command-line contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from aegis_slurm.accounting import ingest_files, load_runs
+from aegis_slurm.accounting.schema import RUN_SCHEMA
+from aegis_slurm.accounting.store import StoreError
+from aegis_slurm.cli import main
+
+FIX = Path(__file__).parent.parent / "fixtures" / "sacct"
+HEADER = "JobIDRaw|JobID|Cluster|State|ExitCode|Submit|Start|End|ElapsedRaw|NNodes|NodeList|JobName"
+
+
+def export(tmp_path: Path, name: str, *lines: str) -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join([HEADER, *lines]) + "\n")
+    return path
+
+
+def test_final_state_beats_a_stale_running_copy(tmp_path):
+    running = "7|7|c|RUNNING|0:0|2026-10-31T23:00:00|2026-10-31T23:00:05|Unknown|60|1|n1|job"
+    done = (
+        "7|7|c|FAILED|1:0|2026-10-31T23:00:00|2026-10-31T23:00:05|2026-11-01T01:00:00|7195|1|n1|job"
+    )
+    store = tmp_path / "store"
+    ingest_files([export(tmp_path, "a.txt", running)], store)
+    ingest_files([export(tmp_path, "b.txt", done)], store)
+    ingest_files([export(tmp_path, "c.txt", running)], store)  # an old export read again
+    runs = load_runs(store)
+    assert runs.height == 1
+    assert runs.row(0, named=True)["state"] == "FAILED"
+    # Partitioned by Submit month, which never changes for a run.
+    assert [p.name for p in (store / "runs").iterdir()] == ["month=2026-10"]
+
+
+def test_requeued_runs_across_months_are_numbered_in_order(tmp_path):
+    lines = [
+        "9|9|c|NODE_FAIL|0:0|2026-10-31T22:00:00|2026-10-31T22:00:01|2026-10-31T23:30:00|5399|2|n[1-2]|big",
+        "9|9|c|COMPLETED|0:0|2026-11-01T00:02:00|2026-11-01T00:03:00|2026-11-01T05:00:00|17820|2|n[3-4]|big",
+    ]
+    store = tmp_path / "store"
+    report = ingest_files([export(tmp_path, "a.txt", *lines)], store)
+    assert report["rows_new_in_store"] == 2
+    runs = load_runs(store).sort("run_index")
+    assert runs.get_column("state").to_list() == ["NODE_FAIL", "COMPLETED"]
+    assert runs.get_column("run_index").to_list() == [0, 1]
+    assert runs.schema == pl.Schema(RUN_SCHEMA)
+
+
+def test_rejected_records_are_saved_with_reasons(tmp_path):
+    bad = [
+        "1|1|c|EXPLODED|0:0|2026-11-01T00:00:00|2026-11-01T00:00:01|2026-11-01T00:01:00|59|1|n1|x",
+        "2|2|c|COMPLETED|0:0|2026-11-01T00:00:00|2026-11-01T00:05:00|2026-11-01T00:01:00|0|1|n1|x",
+        "3|3|c|COMPLETED|0:0|2026-13-45T00:00:00|2026-11-01T00:00:01|2026-11-01T00:01:00|59|1|n1|x",
+        "4|4|c|COMPLETED|0:0|2026-11-01T00:00:00|2026-11-01T00:00:01|2026-11-01T00:01:00|59|1|n[1-|x",
+        "5|5|c|COMPLETED|0:0|1970-01-01T00:00:01|2026-11-01T00:00:01|2026-11-01T00:01:00|59|1|n1|x",
+        "6|6|c|COMPLETED",
+    ]
+    report = ingest_files([export(tmp_path, "bad.txt", *bad)], tmp_path / "s")
+    assert report["rows_read"] == 6 and report["rows_kept"] == 0
+    assert report["rejected_by_reason"] == {
+        "unknown state 'EXPLODED'": 1,
+        "End before Start": 1,
+        "unparseable timestamp in Submit": 1,
+        "malformed NodeList": 1,
+        "impossible timestamp in Submit": 1,
+        "truncated record (4 fields, 12 expected)": 1,
+    }
+    saved = [json.loads(line) for line in Path(report["rejected_file"]).read_text().splitlines()]
+    assert sorted(r["line"] for r in saved) == [2, 3, 4, 5, 6, 7]
+
+
+def test_unknown_schema_version_is_refused(tmp_path):
+    (tmp_path / "meta.json").write_text('{"schema_version": 999}')
+    with pytest.raises(StoreError, match="schema version 999"):
+        load_runs(tmp_path)
+
+
+def test_cli_json_contract(tmp_path):
+    result = CliRunner().invoke(
+        main,
+        ["ingest", str(FIX / "sacct-22.05.8_wide_steps_header.txt"), "--store",
+         str(tmp_path / "s"), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert list(report)[:5] == ["rows_read", "rows_kept", "rows_rejected", "rejected_by_reason",
+                                "store"]
+    assert report["rows_read"] == report["rows_kept"] + report["rows_rejected"] + report[
+        "rows_skipped"
+    ]
+
+
+def test_cli_explains_a_headerless_export(tmp_path):
+    result = CliRunner().invoke(
+        main, ["ingest", str(FIX / "sacct-22.05.8_alloc.txt"), "--store", str(tmp_path / "s")]
+    )
+    assert result.exit_code == 1
+    assert "pass the field list used with sacct --format (--fields)" in result.output
+
+
+def test_cli_live_mode_needs_a_window(tmp_path):
+    result = CliRunner().invoke(main, ["ingest", "--sacct", "--store", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "--start and --end" in result.output
+
+
+def test_every_command_has_help():
+    from aegis_slurm.cli import COMMANDS
+
+    for name in COMMANDS:
+        result = CliRunner().invoke(main, [name, "--help"])
+        assert result.exit_code == 0, (name, result.output)
+        assert "Usage:" in result.output

@@ -1,0 +1,203 @@
+"""Drain/resume decisions (pure), the Prolog entry point's fail-open behaviour, the watchdog,
+the metrics file, and the stdlib-only import rule for the Prolog path."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from aegis_slurm.node import prolog, slurm
+from aegis_slurm.node.verdict import Verdict
+
+from ._fixtures import H100_Q, drop_gpu
+
+NOW = datetime(2026, 11, 21, 18, 30, 0)
+LINE = ("NodeName={n} Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=8 CPULoad=0.12 "
+        "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:h100:8 NodeAddr=127.0.0.1 "
+        "NodeHostName=localhost Port=17001 Version=22.05.8 OS=Linux 6.1.0 RealMemory=2048 "
+        "AllocMem=0 FreeMem=N/A Sockets=1 Boards=1 State={s} ThreadsPerCore=1 TmpDisk=0 "
+        "Weight=1 Owner=N/A MCS_label=N/A Partitions=batch,scavenger "
+        "BootTime=2026-11-21T17:00:00 SlurmdStartTime=2026-11-21T18:00:00 "
+        "LastBusyTime=2026-11-21T18:01:00 CfgTRES=cpu=8,mem=2G,billing=8,gres/gpu=8 AllocTRES= "
+        "CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 "
+        "ExtSensorsTemp=n/s{r}")
+
+
+def nodes_text(spec: list[tuple[str, str, str, str]]) -> str:
+    lines = []
+    for n, s, reason, when in spec:
+        r = f" Reason={reason} [root@{when}]" if reason else ""
+        lines.append(LINE.format(n=n, s=s, r=r))
+    return "\n".join(lines) + "\n"
+
+
+FAIL_GPU = Verdict("gpu_count", "fail", "7 GPUs visible, 8 expected")
+GUARD = {"max_drained_share": 0.25, "max_drained_nodes": 10, "window_minutes": 60}
+
+
+def test_parse_scontrol_nodes_reason_and_time():
+    text = nodes_text([("node1", "IDLE+DRAIN", "aegis: gpu_count: 7 GPUs visible, 8 expected",
+                        "2026-11-21T18:20:00"),
+                       ("node2", "IDLE", "", ""),
+                       ("node3", "IDLE+DRAIN", "Prolog error", "2026-11-21T18:21:00")])
+    n1, n2, n3 = slurm.parse_scontrol_nodes(text)
+    assert n1.drained and n1.ours and n1.aegis_check() == "gpu_count"
+    assert n1.reason == "aegis: gpu_count: 7 GPUs visible, 8 expected"
+    assert n1.reason_time == datetime(2026, 11, 21, 18, 20)
+    assert not n2.drained and n2.reason == ""
+    assert n3.drained and not n3.ours and n3.aegis_check() is None
+
+
+def test_reason_is_one_bounded_line():
+    r = slurm.make_reason(Verdict("xid", "fail", "Xid 79\non  0000:1b:00 " + "x" * 300))
+    assert r.startswith("aegis: xid: Xid 79 on 0000:1b:00") and "\n" not in r
+    assert len(r) <= slurm.MAX_REASON
+
+
+def test_plan_drain_respects_foreign_reason_and_keeps_ours():
+    admin = slurm.parse_scontrol_nodes(nodes_text(
+        [("node1", "IDLE+DRAIN", "disk swap scheduled", "2026-11-21T10:00:00")]))
+    plan = slurm.plan_drain([FAIL_GPU], "node1", admin, GUARD, NOW)
+    assert plan.action == "keep" and "someone else" in plan.detail
+    ours = slurm.parse_scontrol_nodes(nodes_text(
+        [("node1", "MIXED+DRAIN", "aegis: xid: Xid 79", "2026-11-21T10:00:00")]))
+    assert slurm.plan_drain([FAIL_GPU], "node1", ours, GUARD, NOW).action == "keep"
+
+
+def test_plan_drain_and_storm_guard():
+    healthy = [(f"node{i}", "IDLE", "", "") for i in range(1, 9)]
+    nodes = slurm.parse_scontrol_nodes(nodes_text(healthy))
+    plan = slurm.plan_drain([FAIL_GPU], "node1", nodes, GUARD, NOW)
+    assert (plan.action, plan.reason) == ("drain", "aegis: gpu_count: 7 GPUs visible, 8 expected")
+    # 1 node already drained for gpu_count: 2/8 = 25% allowed; 2 drained: 3/8 > 25% -> storm
+    one = [healthy[0], ("node2", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T18:25:00"),
+           *healthy[2:]]
+    two = [*one[:2], ("node3", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T18:26:00"),
+           *healthy[3:]]
+    assert slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(one)),
+                            GUARD, NOW).action == "drain"
+    plan = slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(two)),
+                            GUARD, NOW)
+    assert plan.action == "storm" and "3/8 nodes would be drained for gpu_count" in plan.detail
+    # another check is not blocked by gpu_count's storm
+    xid = Verdict("xid", "fail", "Xid 79")
+    plan = slurm.plan_drain([FAIL_GPU, xid], "node1", slurm.parse_scontrol_nodes(
+        nodes_text(two)), GUARD, NOW)
+    assert (plan.action, plan.check) == ("drain", "xid")
+    # drains older than the window don't count; admin drains never count
+    old = [(n, s, r, "2026-11-21T10:00:00") for n, s, r, _ in two]
+    assert slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(old)),
+                            GUARD, NOW).action == "drain"
+    assert slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(
+        [("node2", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"),
+         ("node3", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"), healthy[0],
+         *healthy[3:]])),
+        GUARD, NOW).action == "drain"
+
+
+def test_should_resume_hysteresis_and_ownership():
+    ours = slurm.NodeInfo("node1", "IDLE+DRAIN", "aegis: gpu_count: 7 GPUs", NOW)
+    assert not slurm.should_resume(ours, {"gpu_count": 2}, True, 3)
+    assert slurm.should_resume(ours, {"gpu_count": 3}, True, 3)
+    assert not slurm.should_resume(ours, {"gpu_count": 3}, False, 3)  # e.g. xid policy
+    admin = slurm.NodeInfo("node1", "IDLE+DRAIN", "RMA gpu3", NOW)
+    assert not slurm.should_resume(admin, {"gpu_count": 9}, True, 3)
+    assert not slurm.should_resume(slurm.NodeInfo("node1", "IDLE", "", None), {}, True, 0)
+
+
+def test_update_passes_resets_on_non_pass():
+    st: dict = {}
+    prolog.update_passes(st, [Verdict("gpu_count", "pass", "")])
+    prolog.update_passes(st, [Verdict("gpu_count", "pass", "")])
+    assert st["passes"]["gpu_count"] == 2
+    prolog.update_passes(st, [Verdict("gpu_count", "probe_error", "")])
+    assert st["passes"]["gpu_count"] == 0
+
+
+def test_run_hook_without_slurm_leaves_drain_to_prolog_exit(cfg, tmp_path, monkeypatch):
+    # no scontrol reachable: exit 1 (Slurm drains "Prolog error" and requeues), metric written
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    cfg["expect"]["gpus"] = 8
+    broken = drop_gpu(H100_Q.read_text(), 2)
+    rc = prolog.run_hook("prolog", cfg, "node7", overrides={"nvidia_smi_q": lambda c: broken})
+    assert rc == prolog.EXIT_REQUEUE
+    st = json.loads((tmp_path / "state" / "node7" / "state.json").read_text())
+    assert {"check": "gpu_count", "state": "fail", "evidence": "7 GPUs visible, 8 expected",
+            "internal": False} in st["last"]["verdicts"]
+    prom = (tmp_path / "prom" / "aegis_cbd_node7.prom").read_text()
+    assert 'aegis_cbd_verdict{check="gpu_count",state="fail",profile="light"} 1' in prom
+    # healthy run -> 0, and HCP mode never returns non-zero
+    ok = H100_Q.read_text()
+    assert prolog.run_hook("prolog", cfg, "node7", {"nvidia_smi_q": lambda c: ok}) == 0
+    assert prolog.run_hook("healthcheck", cfg, "node7",
+                           {"nvidia_smi_q": lambda c: broken}) == 0
+
+
+def _run_prolog(cfg_text: str, tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+    conf = tmp_path / "cbd.toml"
+    conf.write_text(cfg_text)
+    env = {**os.environ, "AEGIS_CBD_CONFIG": str(conf), "SLURMD_NODENAME": "node5",
+           "SLURM_JOB_ID": "42", "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
+           # never reach the live test cluster from a unit test
+           "SLURM_CONF": str(tmp_path / "no-slurm.conf"),
+           "PATH": "/usr/bin:/bin"}
+    wrapper = Path(__file__).resolve().parents[2] / "prolog" / "aegis-prolog"
+    return subprocess.run(["/bin/sh", str(wrapper)], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def test_internal_error_exits_zero_and_is_counted(tmp_path):
+    state = tmp_path / "state"
+    bad = (f'[runtime]\nstate_dir = "{state}"\nsyslog = false\n'
+           '[policy.gpu_count]\nfail = "reboot-the-cluster"\n')
+    r = _run_prolog(bad, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "internal error" in r.stderr
+    assert (state / "node5" / "internal_errors").read_text() == "1"
+
+
+def test_process_watchdog_fires_on_a_hang_outside_probes(tmp_path):
+    # hold the node-state lock: the Prolog blocks before any probe, the watchdog must end it
+    state = tmp_path / "state"
+    (state / "node5").mkdir(parents=True)
+    cfgtext = (f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = ""\nsyslog = false\n'
+               "watchdog_s = 0.3\nwatchdog_grace_s = 0.3\n")
+    with (state / "node5" / "state.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        r = _run_prolog(cfgtext, tmp_path)
+    assert r.returncode == 0
+    assert (state / "node5" / "internal_errors").read_text() == "1"
+
+
+def test_prolog_wrapper_drains_nothing_on_healthy_unconfigured_node(tmp_path):
+    state = tmp_path / "state"
+    r = _run_prolog(f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = "{tmp_path}/p"\n'
+                    "syslog = false\n", tmp_path)
+    assert r.returncode == 0, r.stderr
+    last = json.loads((state / "node5" / "state.json").read_text())["last"]
+    assert last["mode"] == "prolog" and last["rc"] == 0
+
+
+def test_prolog_path_imports_stdlib_only():
+    code = ("import sys, aegis_slurm.node.prolog, aegis_slurm.node.cbd; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'polars', 'numpy', "
+            "'pandas', 'scipy', 'matplotlib', 'jinja2', 'hostlist'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_crash_count_reaches_the_metrics_file(cfg, tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    node = tmp_path / "state" / "node6"
+    node.mkdir(parents=True)
+    (node / "internal_errors").write_text("2")
+    assert prolog.run_hook("healthcheck", cfg, "node6") == 0
+    prom = (tmp_path / "prom" / "aegis_cbd_node6.prom").read_text()
+    assert "aegis_cbd_internal_crashes_total 2" in prom
+    assert "aegis_cbd_runs_total 1" in prom
