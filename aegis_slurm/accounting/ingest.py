@@ -102,20 +102,12 @@ def parse_export(
     typed: list[pl.DataFrame] = []
 
     def add_records(records: pl.DataFrame) -> None:
-        converted = convert(records, source=source, cluster=cluster, source_tz=source_tz)
-        report.rejected_by_reason.update(converted.rejected)
-        report.skipped_by_reason.update({k: v for k, v in converted.skipped.items() if v})
-        if converted.rejected_lines is not None and converted.rejected_lines.height:
-            lookup = converted.rejected_lines.join(records, on="_line", how="left")
-            for row in lookup.head(10_000).iter_rows(named=True):
-                line_no, reason = row.pop("_line"), row.pop("reason")
-                rejected_rows.append({"source": source, "line": line_no, "reason": reason,
-                                      "fields": {k: v for k, v in row.items() if v}})
-        report.rows_kept += converted.runs.height
+        runs = _convert_into(records, report, rejected_rows, source=source, cluster=cluster,
+                             source_tz=source_tz)
         if sink is None:
-            typed.append(converted.runs)
+            typed.append(runs)
         else:
-            sink(converted.runs)
+            sink(runs)
 
     head = stream.read(1 << 16)
     stream.seek(0)
@@ -153,6 +145,50 @@ def parse_export(
     report.rows_rejected = sum(report.rejected_by_reason.values())
     report.rows_skipped = sum(report.skipped_by_reason.values())
     return Parsed(runs, report, rejected_rows)
+
+
+def parse_records(
+    records: pl.DataFrame,
+    *,
+    source: str,
+    cluster: str = "",
+    source_tz: str = "UTC",
+    sink: Callable[[pl.DataFrame], None] | None = None,
+) -> Parsed:
+    """Type raw sacct-field records from another backend (pyslurm) with the same rules."""
+    report = IngestReport(sources=[source], rows_read=records.height)
+    rejected_rows: list[dict[str, Any]] = []
+    runs = _convert_into(records, report, rejected_rows, source=source, cluster=cluster,
+                         source_tz=source_tz)
+    if sink is not None:
+        sink(runs)
+        runs = empty_runs()
+    report.rows_rejected = sum(report.rejected_by_reason.values())
+    report.rows_skipped = sum(report.skipped_by_reason.values())
+    return Parsed(runs, report, rejected_rows)
+
+
+def _convert_into(
+    records: pl.DataFrame,
+    report: IngestReport,
+    rejected_rows: list[dict[str, Any]],
+    *,
+    source: str,
+    cluster: str,
+    source_tz: str,
+) -> pl.DataFrame:
+    """Convert raw records, adding their rejections and skips to ``report``."""
+    converted = convert(records, source=source, cluster=cluster, source_tz=source_tz)
+    report.rejected_by_reason.update(converted.rejected)
+    report.skipped_by_reason.update({k: v for k, v in converted.skipped.items() if v})
+    if converted.rejected_lines is not None and converted.rejected_lines.height:
+        lookup = converted.rejected_lines.join(records, on="_line", how="left")
+        for row in lookup.head(10_000).iter_rows(named=True):
+            line_no, reason = row.pop("_line"), row.pop("reason")
+            rejected_rows.append({"source": source, "line": line_no, "reason": reason,
+                                  "fields": {k: v for k, v in row.items() if v}})
+    report.rows_kept += converted.runs.height
+    return converted.runs
 
 
 def _check_required(names: Sequence[str]) -> None:

@@ -119,3 +119,19 @@ def test_every_command_has_help():
         result = CliRunner().invoke(main, [name, "--help"])
         assert result.exit_code == 0, (name, result.output)
         assert "Usage:" in result.output
+
+
+@pytest.mark.parametrize(
+    ("slurm", "pyslurm", "backend"),
+    [
+        ("slurm 22.05.8", None, "sacct"),
+        ("slurm 22.05.8", "25.11.2", "sacct"),
+        (None, "22.05.1", "sacct"),
+        ("slurm 25.11.1", "25.11.2", "pyslurm"),
+    ],
+)
+def test_pyslurm_is_used_only_when_it_matches_the_installed_slurm(slurm, pyslurm, backend):
+    from aegis_slurm.accounting.pyslurm_backend import choose_backend
+
+    chosen, why = choose_backend(slurm, pyslurm)
+    assert chosen == backend and why

@@ -302,9 +302,13 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
         started_by_us = not _cluster_running()
         proc = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True)
         if proc.returncode != 0:
+            if started_by_us:  # leave no half-started daemons behind
+                subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, text=True)
             _unavailable(f"tools/slurm-testbed.sh start failed:\n{proc.stderr[-3000:]}")
         conf = TESTBED_DIR / "etc" / "slurm.conf"
         env = dict(os.environ, SLURM_CONF=str(conf), TZ="UTC")
+        # In-process callers (the ingest runs sacct with os.environ) need it too; restored below.
+        saved_conf = os.environ.get("SLURM_CONF")
         os.environ["SLURM_CONF"] = str(conf)
         nodes = subprocess.run(
             ["sinfo", "-h", "-N", "-o", "%N"], env=env, check=True, capture_output=True, text=True
@@ -314,7 +318,13 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
             started_by_us=started_by_us,
         )
         cluster.reset()  # whatever an earlier session left: flags, jobs, drained nodes
-        yield cluster
+        try:
+            yield cluster
+        finally:
+            if saved_conf is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = saved_conf
         if started_by_us:
             subprocess.run(["bash", str(SCRIPT), "stop"], capture_output=True, text=True)
         else:
