@@ -118,12 +118,24 @@ terminate() {
 }
 
 descendants() {  # every descendant pid of $1
-    local parent=$1 p
+    local -A parent_of=()
+    local p stat rest fields pid
     for p in /proc/[0-9]*; do
-        p=${p#/proc/}
-        [ "$(awk '{ print $4 }' "/proc/$p/stat" 2>/dev/null)" = "$parent" ] || continue
-        descendants "$p"
-        echo "$p"
+        read -r stat 2>/dev/null <"$p/stat" || continue
+        # The command name in (...) is chosen by the job and may hold spaces or ')'.
+        rest=${stat##*) }
+        read -ra fields <<<"$rest"
+        parent_of[${p#/proc/}]=${fields[1]:-}
+    done
+    local todo=("$1")
+    while ((${#todo[@]})); do
+        local next=()
+        for pid in "${!parent_of[@]}"; do
+            for p in "${todo[@]}"; do
+                if [ "${parent_of[$pid]}" = "$p" ]; then echo "$pid"; next+=("$pid"); fi
+            done
+        done
+        todo=("${next[@]}")
     done
 }
 

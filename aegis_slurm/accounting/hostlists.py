@@ -82,9 +82,9 @@ def expand_series(node_lists: pl.Series) -> tuple[pl.Series, pl.Series]:
     good_items = items.join(bad_items.select("u").unique(), on="u", how="anti")
     ranged = (
         good_items.with_columns(pl.int_ranges(pl.col("lo"), pl.col("hi") + 1).alias("n"))
-        .with_columns(pl.int_range(pl.len()).over("u", "g").alias("item_order"))
         .explode("n")
-        .with_columns(pl.int_range(pl.len()).over("u", "g").alias("i"))
+        # explode keeps item and range order, so a global row number orders names in a group
+        .with_row_index("i")
         .select(
             "u",
             "g",

@@ -137,13 +137,57 @@ def read_lines(data: bytes) -> tuple[pl.Series, int]:
             schema={_LINE_COLUMN: pl.String},
             encoding="utf8-lossy",
             raise_if_empty=False,
-        ).get_column(_LINE_COLUMN) if data.strip() else pl.Series(_LINE_COLUMN, [], pl.String)
-    invalid = 0
+        ).get_column(_LINE_COLUMN) if not data.isspace() else pl.Series(
+            _LINE_COLUMN, [], pl.String
+        )
+    invalid = 0 if _is_utf8(data) else int(lines.str.contains("\ufffd", literal=True).sum())
+    return lines, invalid
+
+
+def _is_utf8(data: bytes) -> bool:
+    if data.isascii():  # no copy, and what sacct prints almost always is
+        return True
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
-        invalid = int(lines.str.contains("\ufffd", literal=True).sum())
-    return lines, invalid
+        return False
+    return True
+
+
+def read_clean_piece(
+    piece: bytes, layout: Layout, first_line_no: int
+) -> SplitResult | None:
+    """The fast path: split a piece with one CSV pass when no line can need repair.
+
+    A piece is clean when it is valid UTF-8, has no blank line, holds exactly ``expected``
+    delimiters per line in total, and no line came out short.  A short line leaves its last
+    column null; with none short, the total count rules out a long one.  Otherwise None, and
+    the caller takes the line-by-line path that repairs or rejects.
+    """
+    names = list(layout.fields)
+    delim = layout.delimiter.encode()
+    expected = len(names) if layout.trailing else len(names) - 1
+    skip_header = layout.has_header and first_line_no == 1
+    body = piece
+    if skip_header:
+        newline = piece.find(b"\n")
+        body = piece[newline + 1 :] if newline != -1 else b""
+    if not body or not _is_utf8(body) or b"\n\n" in body or body.startswith(b"\n"):
+        return None
+    n_lines = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
+    if body.count(delim) != n_lines * expected:
+        return None
+    records = _read_clean_piece(
+        body, layout, _unique_columns(names), False, first_line_no + (1 if skip_header else 0)
+    )
+    if records is None or records.height != n_lines:
+        return None
+    last = "_trailing" if layout.trailing else _unique_columns(names)[-1]
+    if records.get_column(last).null_count():
+        return None
+    if layout.trailing:
+        records = records.drop("_trailing")
+    return SplitResult(fields=names, records=records, rows_read=records.height)
 
 
 def split_records(
@@ -153,14 +197,11 @@ def split_records(
     *,
     first_line_no: int = 1,
     skip_header: bool | None = None,
-    raw: bytes | None = None,
 ) -> SplitResult:
     """Split lines into records; repair or reject the ones whose field count is wrong.
 
     ``first_line_no`` is the file line number of ``lines[0]`` (for chunked input); the header is
     skipped when ``skip_header`` (default: the layout has one and this is the file's start).
-    ``raw`` (the bytes ``lines`` came from) enables the fast path: when every line has the right
-    field count, polars' CSV reader splits the whole piece at once.
     """
     names = list(layout.fields)
     delim = layout.delimiter
@@ -179,10 +220,6 @@ def split_records(
         ok = ok & pl.col(_LINE_COLUMN).str.ends_with(delim)
     frame = frame.with_columns(ok.alias("_ok"))
     unique_names = _unique_columns(names)
-    if raw is not None and bool(frame.get_column("_ok").all()):
-        fast = _read_clean_piece(raw, layout, unique_names, skip_header, first_data_line)
-        if fast is not None and fast.height == frame.height:
-            return SplitResult(fields=names, records=fast, rows_read=fast.height)
     good = frame.filter(pl.col("_ok"))
     body = pl.col(_LINE_COLUMN)
     if layout.trailing:
@@ -247,38 +284,31 @@ def iter_pieces(
             return False
         return _starts_record(line.decode("utf-8", errors="replace"), layout, validate)
 
-    buffer = b""
+    remainder = b""
     line_no = 1
-    eof = False
-    while not eof or buffer:
-        if not eof and len(buffer) < chunk_bytes + 1:
-            block = stream.read(max(chunk_bytes, 1 << 16))
-            eof = not block
-            buffer += block
-            if not eof:
-                continue
+    while True:
+        block = stream.read(chunk_bytes)
+        buffer = remainder + block
+        if not block:
+            if buffer:
+                yield buffer, line_no
+            return
+        # Cut before the last complete line that is a clean record start, scanning backwards
+        # from the end of the block: the remainder carried over is usually one line.
+        line_end = buffer.rfind(b"\n")
         cut = -1
-        search = min(chunk_bytes, max(len(buffer) - 1, 0))
-        while True:
-            newline = buffer.find(b"\n", search)
-            if newline == -1:
+        while line_end > 0:
+            line_start = buffer.rfind(b"\n", 0, line_end) + 1
+            if line_start <= 0:
                 break
-            following = buffer.find(b"\n", newline + 1)
-            if following == -1 and not eof:
-                break  # the next line is not complete yet: read more
-            line = buffer[newline + 1 : following if following != -1 else len(buffer)]
-            if line and clean_start(line):
-                cut = newline + 1
+            if clean_start(buffer[line_start:line_end]):
+                cut = line_start
                 break
-            if following == -1:
-                break
-            search = following
-        if cut == -1 and not eof:
-            block = stream.read(max(chunk_bytes, 1 << 16))
-            eof = not block
-            buffer += block
+            line_end = line_start - 1
+        if cut <= 0:
+            remainder = buffer  # no safe cut yet: read on
             continue
-        piece, buffer = (buffer, b"") if cut == -1 else (buffer[:cut], buffer[cut:])
+        piece, remainder = buffer[:cut], buffer[cut:]
         yield piece, line_no
         line_no += piece.count(b"\n")
 
@@ -309,8 +339,6 @@ def _read_clean_piece(
         empty_string_is_null=False,
         raise_if_empty=False,
     )
-    if layout.trailing:
-        records = records.drop("_trailing")
     return records.with_row_index("_line", offset=first_data_line)
 
 

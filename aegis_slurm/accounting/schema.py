@@ -46,7 +46,7 @@ RUN_SCHEMA: dict[str, pl.DataType] = {
     "end_time": UTC_TIME,
     "elapsed_s": pl.Int64(),  # ElapsedRaw (or Elapsed parsed)
     "timelimit_s": pl.Int64(),  # null for UNLIMITED / Partition_Limit
-    "n_nodes": pl.Int32(),
+    "n_nodes": pl.Int32(),  # NNodes as sacct prints it (the requested count if never started)
     "gpus": pl.Int32(),  # from AllocTRES: untyped gres/gpu, else sum of typed; never both
     "gpu_types": pl.String(),  # "h100" or "a100,h100"; "" when untyped only
     "node_list": pl.String(),  # compressed hostlist as printed; "" for "None assigned"
@@ -58,7 +58,7 @@ RUN_SCHEMA: dict[str, pl.DataType] = {
     "admin_comment": pl.String(),
     "system_comment": pl.String(),
     "work_dir": pl.String(),
-    "source": pl.String(),  # where the record came from: a file path or "sacct"
+    "source": pl.String(),  # where it came from: a file path, or "sacct:<day>" for live ingest
 }
 
 #: States Slurm's accounting can print (base token).  Others are rejected as "unknown state".

@@ -3,7 +3,7 @@
 Layout of a store directory::
 
     meta.json                        {"schema_version": 1}
-    runs/month=YYYY-MM/runs.parquet  job runs whose Submit falls in that month (UTC)
+    runs/month=YYYY-MM/part-*.parquet job runs whose Submit falls in that month (UTC)
     sacct_windows.json               live-ingest windows already fetched completely
     ingest_log.jsonl                 one report per ingest
     rejected/<stamp>.jsonl           every rejected record with its line number and reason
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
+import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,20 +75,23 @@ def _month_of(frame: pl.DataFrame) -> pl.Expr:
 
 
 class RunWriter:
-    """Stage typed runs piece by piece on disk, then merge them into the store per month.
+    """Write typed runs piece by piece as Parquet parts, then publish them per month.
 
-    Only one piece and, at merge time, the key columns are held in memory, so a 4M-record
-    export ingests in bounded memory.  Nothing is visible in the store until ``commit``, which
-    replaces each month's file atomically.  On a repeated key the ended record beats an open one
-    (a RUNNING copy from an old export must never hide the final state), and otherwise the
-    newest ingest wins.
+    Each piece is encoded once, into a hidden file inside its month's partition; ``commit``
+    reads only the key columns to look for repeated keys, publishes the parts by renaming them,
+    and rewrites a month only when a key repeats.  Memory holds one piece, and at commit the
+    keys, so a 4M-record export ingests in bounded memory.  On a repeated key the ended record
+    beats an open one (a RUNNING copy from an old export must never hide the final state), and
+    otherwise the newest ingest wins.  Readers apply the same rule (``load_runs``), so a crash
+    between publishing and compacting never shows a run twice.
     """
 
     def __init__(self, store: Path) -> None:
         self.store = open_store(store)
         self.now = datetime.now(UTC)
-        self.staging = Path(tempfile.mkdtemp(dir=self.store, prefix=".staging-"))
+        self.stamp = self.now.strftime("%Y%m%dT%H%M%S%f") + f"-{os.getpid()}"
         self.staged: dict[str, list[Path]] = {}
+        self._lock = threading.Lock()  # add() is called from several parsing threads
         self.rows_new = 0
         self.rows_updated = 0
 
@@ -106,67 +109,81 @@ class RunWriter:
             else incoming.partition_by("_month", as_dict=True)
         )
         for (month,), part in parts.items():
-            files = self.staged.setdefault(str(month), [])
-            path = self.staging / f"{month}-{len(files):05d}.arrow"
-            # Arrow IPC, uncompressed: staging is written and read once, so encoding is waste.
+            folder = self.store / "runs" / f"month={month}"
+            with self._lock:
+                files = self.staged.setdefault(str(month), [])
+                folder.mkdir(parents=True, exist_ok=True)
+                path = folder / f".staged-{self.stamp}-{len(files):05d}.parquet"
+                files.append(path)
             part.drop("_month").select(list(_STORED_SCHEMA)).cast(
                 _STORED_SCHEMA  # type: ignore[arg-type]
-            ).write_ipc(path, compression="uncompressed")
-            files.append(path)
+            ).write_parquet(path, compression="zstd", compression_level=1, statistics=True)
 
     def commit(self) -> dict[str, int]:
-        """Merge every staged month into the store; returns rows per touched month."""
+        """Publish every staged month; returns rows per touched month."""
         touched: dict[str, int] = {}
         try:
             for month, files in sorted(self.staged.items()):
-                touched[month] = self._merge_month(month, files)
+                touched[month] = self._publish_month(month, files)
         finally:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            self.abort()
         return touched
 
     def abort(self) -> None:
-        shutil.rmtree(self.staging, ignore_errors=True)
+        """Remove whatever was staged and not published."""
+        for files in self.staged.values():
+            for path in files:
+                path.unlink(missing_ok=True)
 
-    def _merge_month(self, month: str, files: list[Path]) -> int:
-        path = self.store / "runs" / f"month={month}" / "runs.parquet"
-        staged = pl.scan_ipc(files)
-        n_existing = 0
-        if path.exists():
-            n_existing = pl.scan_parquet(path).select(pl.len()).collect().item()
-            staged = pl.concat([pl.scan_parquet(path), staged], how="vertical_relaxed")
-        keys = (
-            staged
-            .select(*KEY, "ended", _INGESTED)
-            .with_row_index("_row")
-            .collect()
+    def _publish_month(self, month: str, files: list[Path]) -> int:
+        folder = self.store / "runs" / f"month={month}"
+        existing = _parts(folder)
+        keys = pl.scan_parquet([*existing, *files]).select(*KEY, "ended", _INGESTED).collect()
+        n_existing = pl.scan_parquet(existing).select(pl.len()).collect().item() if existing else 0
+        unique = keys.select(KEY).n_unique()
+        incoming = keys.height - n_existing
+        new = unique - n_existing  # keys this ingest added; the rest replaced or repeated
+        self.rows_new += new
+        self.rows_updated += incoming - new
+        for index, path in enumerate(files):
+            os.replace(path, folder / f"part-{self.stamp}-{index:05d}.parquet")
+        files.clear()
+        if unique != keys.height:
+            _compact(folder)
+        return unique
+
+
+def _parts(folder: Path) -> list[Path]:
+    return sorted(folder.glob("part-*.parquet"))
+
+
+def _deduplicate(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """One row per key: an ended record beats an open one, then the newest ingest wins."""
+    return (
+        frame.with_row_index("_row")
+        .sort(["ended", _INGESTED, "_row"], nulls_last=False)
+        .unique(subset=list(KEY), keep="last")
+        .sort("_row")
+        .drop("_row")
+    )
+
+
+def _compact(folder: Path) -> None:
+    """Rewrite a month's parts as one de-duplicated part (new file first, then old ones go)."""
+    old = _parts(folder)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".compact-", suffix=".parquet")
+    os.close(fd)
+    try:
+        _deduplicate(pl.scan_parquet(old)).sink_parquet(
+            tmp, compression="zstd", compression_level=1, statistics=True
         )
-        keep = None
-        if keys.select(KEY).n_unique() != keys.height:
-            keep = (
-                keys.sort(["ended", _INGESTED, "_row"], nulls_last=False)
-                .unique(subset=list(KEY), keep="last")
-                .select("_row")
-            )
-        self.rows_new += (keys.height if keep is None else keep.height) - n_existing
-        self.rows_updated += keys.height - n_existing - (
-            (keys.height if keep is None else keep.height) - n_existing
-        )
-        del keys
-        merged = staged.with_row_index("_row")
-        if keep is not None:
-            merged = merged.join(keep.lazy(), on="_row", how="semi")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".runs.", suffix=".parquet")
-        os.close(fd)
-        try:
-            merged.drop("_row").sink_parquet(
-                tmp, compression="zstd", compression_level=1, statistics=True
-            )
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return pl.scan_parquet(path).select(pl.len()).collect().item()
+        os.replace(tmp, folder / f"part-{stamp}-c.parquet")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    for path in old:
+        path.unlink(missing_ok=True)
 
 
 def write_runs(store: Path, runs: pl.DataFrame) -> dict[str, int]:
@@ -191,13 +208,17 @@ def load_runs(
     ``run_index`` numbers the runs of each job in Submit order across the whole store.
     """
     store = Path(store)
-    files = sorted((store / "runs").glob("month=*/runs.parquet"))
+    files = sorted((store / "runs").glob("month=*/part-*.parquet"))
     if not (store / "meta.json").exists() and not files:
         raise StoreError(f"{store}: not an aegis-slurm store (no meta.json); run ingest first")
     open_store(store)
     if not files:
         return empty_runs()
-    runs = pl.read_parquet(files).drop(_INGESTED)
+    runs = pl.scan_parquet(files)
+    keys = runs.select(KEY).collect()
+    if keys.n_unique() != keys.height:  # an ingest stopped between publishing and compacting
+        runs = _deduplicate(runs)
+    runs = runs.drop(_INGESTED).collect()
     runs = runs.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int32)
         .over(["cluster", "job_id"], order_by=["submit_time", "start_time"])

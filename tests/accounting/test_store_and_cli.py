@@ -38,6 +38,8 @@ def test_final_state_beats_a_stale_running_copy(tmp_path):
     assert runs.row(0, named=True)["state"] == "FAILED"
     # Partitioned by Submit month, which never changes for a run.
     assert [p.name for p in (store / "runs").iterdir()] == ["month=2026-10"]
+    # Repeated keys were compacted into one part, and nothing staged was left behind.
+    assert [p.name[:5] for p in (store / "runs" / "month=2026-10").iterdir()] == ["part-"]
 
 
 def test_requeued_runs_across_months_are_numbered_in_order(tmp_path):

@@ -181,6 +181,14 @@ class SlurmCluster:
             previous = out
             time.sleep(quiet_s)
 
+    def wait_record(self, jobid: int | str, state: str, timeout: float = 120) -> None:
+        """Poll sacct until any record (any run) of the job is in ``state``, e.g. REQUEUED."""
+        deadline = time.monotonic() + timeout
+        while not any(r.state == state for r in self.sacct_records(jobid)):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {jobid}: no {state} record in sacct")
+            time.sleep(0.5)
+
     def job_field(self, jobid: int | str, name: str) -> str | None:
         """One ``Key=value`` of ``scontrol show job -o`` (None once slurmctld forgot the job)."""
         proc = self.run(["scontrol", "-o", "show", "job", str(jobid)], check=False)

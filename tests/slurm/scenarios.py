@@ -115,13 +115,6 @@ class _Driver:
         time.sleep(2.5)  # pitfall: a rerun within the same second gets "Job credential revoked"
         self.c.run(["scontrol", "update", f"jobid={jobid}", "StartTime=now"])
 
-    def wait_any_record(self, jobid: int, state: str, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(r.state == state for r in self.c.sacct_records(jobid)):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"job {jobid}: no {state} record in sacct")
-            time.sleep(0.5)
-
     # ------------------------------------------------------------------ groups
     def node1_timeout_and_pending(self) -> None:
         t = self.submit("timeout", ["-J", "timeout", "-w", "node1", "-t", "1",
@@ -144,7 +137,7 @@ class _Driver:
         self.c.wait_state(b, "RUNNING")
         os.kill(self.c.slurmd_pid("node2"), signal.SIGKILL)
         self.c.wait_state(a, "NODE_FAIL", timeout=180)
-        self.wait_any_record(b, "NODE_FAIL")
+        self.c.wait_record(b, "NODE_FAIL")
         self.c.script("start")  # restarts node2's slurmd; it returns by itself (ReturnToService=1)
         self.wait_requeued(b, 1)
         self.start_now(b)

@@ -76,7 +76,8 @@ def test_failing_prolog_flag_drains_and_reset_recovers(slurm_cluster: SlurmClust
     try:
         jobid = slurm_cluster.submit(["-w", "node2", "--wrap", "true"])
         # Prolog failure: the run is requeued (held) and the node drains with "Prolog error".
-        slurm_cluster.wait_state(jobid, {"REQUEUED", "PENDING"}, timeout=60)
+        slurm_cluster.wait_record(jobid, "REQUEUED", timeout=60)
+        assert slurm_cluster.job_field(jobid, "Reason") == "launch_failed_requeued_held"
         reason = slurm_cluster.run(["sinfo", "-h", "-n", "node2", "-o", "%E"]).stdout.strip()
         assert reason == "Prolog error"
         assert "drain" in slurm_cluster.node_state("node2")
