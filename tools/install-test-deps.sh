@@ -4,7 +4,8 @@
 # Tested on Debian 12 (Slurm 22.05.8, MariaDB 10.11, munge 0.5.15).
 set -euo pipefail
 
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server)
+# chromium: the report tests open the HTML in a real headless browser (tests/report/).
+PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-test-deps: must run as root (apt-get)" >&2

@@ -1,0 +1,332 @@
+"""Failure signals a job leaves on a node: pure extraction from probe output.  Standard library only.
+
+Used by the Epilog (``aegis_slurm.node.epilog``).  The probes and parsers are the Prolog's
+(:mod:`aegis_slurm.node.probes`, :mod:`aegis_slurm.node.parse`, the XID catalog
+:mod:`aegis_slurm.node.xid`); this module only turns their output into signals.
+
+A signal is ``{"signal", "kind", "critical", "time", "detail"[, "pci", "peer"]}``.  Kinds follow
+Aegis (NSDI'25 §4.1, Algorithm 1):
+
+* ``critical``    – a host-local fault that by itself explains a crash and points at this host
+  (critical XID, GPU lost, uncorrectable ECC, row-remap failure, PCIe/NVLink/IB link down,
+  mount failure, machine check).  ``critical=True`` in the analytics' node-signal frame.
+* ``distributed`` – errors that show on many hosts when one component fails (IB link flaps and
+  error-counter growth, NCCL/connection errors, NFS/Lustre server timeouts).  They locate a
+  culprit only together (≤ 2 hosts, or a common peer: :mod:`aegis_slurm.node.diagnose`).
+* ``info``        – worth keeping, never blamed (application XIDs 13/31/43, correctable ECC).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from aegis_slurm.node import xid as xidcat
+from aegis_slurm.node.parse import NvidiaSmiQuery, as_int, tree_get
+from aegis_slurm.node.verdict import FAIL, PROBE_ERROR, Verdict
+
+CRITICAL, DISTRIBUTED, INFO = "critical", "distributed", "info"
+
+
+def sig(name: str, kind: str, when: float | None, detail: str, **extra: Any) -> dict[str, Any]:
+    """One signal dict (``time`` ISO 8601 UTC, or None when the source has no timestamp)."""
+    out: dict[str, Any] = {"signal": name, "kind": kind, "critical": kind == CRITICAL,
+                           "time": iso(when) if when is not None else None,
+                           "detail": " ".join(detail.split())[:240]}
+    out.update({k: v for k, v in extra.items() if v})
+    return out
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+
+
+# ---- kernel-log timestamps -------------------------------------------------------------------
+
+_KMSG = re.compile(r"^\d+,\d+,(\d+),[^;]*;")  # /dev/kmsg: prio,seq,usec-since-boot,flags;msg
+_RAW = re.compile(r"^\[\s*(\d+\.\d+)\]")  # dmesg: [  123.456789]
+_CTIME = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # dmesg -T
+_ISO = re.compile(r"^(?:\w+\s*:\w+\s*: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d)")
+_SYSLOG = re.compile(r"^(\w{3} +\d+ \d\d:\d\d:\d\d) ")
+
+
+def line_time(line: str, boot_epoch: float, now: float | None = None) -> float | None:
+    """Epoch seconds of a kernel-log/syslog line, None when it carries no usable timestamp.
+
+    Monotonic stamps (``/dev/kmsg``, plain ``dmesg``) are placed with ``boot_epoch``; ``dmesg
+    -T`` and syslog stamps are host-local time; syslog has no year (the latest not in the future).
+    """
+    now = time.time() if now is None else now
+    if m := _KMSG.match(line):
+        return boot_epoch + int(m.group(1)) / 1e6
+    if m := _RAW.match(line):
+        return boot_epoch + float(m.group(1))
+    try:
+        if m := _CTIME.match(line):
+            return datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y").timestamp()
+        if m := _ISO.match(line):
+            return datetime.fromisoformat(m.group(1).replace(",", ".")).timestamp()
+        if m := _SYSLOG.match(line):
+            year = datetime.fromtimestamp(now).year
+            t = datetime.strptime(f"{year} {' '.join(m.group(1).split())}", "%Y %b %d %H:%M:%S")
+            if t.timestamp() > now + 86400:
+                t = t.replace(year=year - 1)
+            return t.timestamp()
+    except ValueError:
+        return None
+    return None
+
+
+def fingerprint(line: str) -> str:
+    return hashlib.sha1(line.encode(), usedforsecurity=False).hexdigest()[:16]
+
+
+def new_lines(text: str, seen: set[str]) -> list[str]:
+    """Lines of ``text`` whose fingerprint is not in ``seen`` (``seen`` is updated).
+
+    "Since the job started" without trusting any clock: the previous Epilog on this node
+    recorded what it had seen, so what is new belongs to the job(s) that ran since.
+    """
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        fp = fingerprint(line)
+        if fp not in seen:
+            seen.add(fp)
+            out.append(line)
+    return out
+
+
+# ---- kernel-log patterns (besides XIDs) ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Pattern:
+    signal: str
+    kind: str
+    regex: re.Pattern[str]
+    peer_group: int = 0  # regex group naming the other end (server, peer address), if any
+
+
+_PEER = r"(\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w.-]*)"
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern("gpu_lost", CRITICAL, re.compile(r"NVRM: .*has fallen off the bus")),
+    Pattern("gpu_driver", CRITICAL, re.compile(r"NVRM: .*(RmInitAdapter failed|"
+                                               r"failed to initialize|GPU is lost)")),
+    Pattern("mce", CRITICAL, re.compile(r"(Machine Check Exception|mce: \[Hardware Error\])")),
+    Pattern("pcie_aer_fatal", CRITICAL,
+            re.compile(r"PCIe Bus Error: severity=(Uncorrected \(Fatal\)|Fatal)")),
+    Pattern("pcie_aer", INFO, re.compile(r"PCIe Bus Error: severity=(Corrected|"
+                                         r"Uncorrected \(Non-Fatal\))")),
+    Pattern("pcie_link_degraded", CRITICAL,
+            re.compile(r"(PCIe link|link) (?:is )?(?:degraded|down-?trained|limited by)")),
+    Pattern("ib_link_down", DISTRIBUTED,
+            re.compile(r"(mlx\d_core|ib\w*|mlx\d_\d+).*([Ll]ink down|lost carrier|"
+                       r"port state (changed to )?DOWN)")),
+    Pattern("nccl_error", DISTRIBUTED,
+            re.compile(r"NCCL (WARN|ERROR|error).*?(?:(?:peer|remote|from|to) " + _PEER + r")?$"),
+            3),
+    Pattern("conn_reset", DISTRIBUTED,
+            re.compile(r"[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"), 1),
+    Pattern("nfs_timeout", DISTRIBUTED, re.compile(r"nfs: server (\S+) not responding"), 1),
+    Pattern("lustre_error", DISTRIBUTED,
+            re.compile(r"Lustre: .*(?:lost connection|Connection to) \S*? ?\(at (\S+?)\)"), 1),
+    Pattern("fs_error", CRITICAL, re.compile(r"(EXT4-fs error|XFS \(\S+\): .*(Corruption|"
+                                             r"metadata I/O error)|Buffer I/O error)")),
+)
+
+
+def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict[str, Any]]:
+    """Signals in (new) kernel-log lines: XIDs classified by the catalog, then the patterns."""
+    out: list[dict[str, Any]] = []
+    for line in lines:
+        t = line_time(line, boot_epoch, now)
+        events = xidcat.parse_xids(line)
+        if events:
+            ev = events[0]
+            info = xidcat.classify(ev.code)
+            kind = CRITICAL if info.severity == xidcat.XidSeverity.CRITICAL else INFO
+            out.append(sig(f"xid{ev.code}", kind, t, f"XID {ev.code} on {ev.pci}: {info.meaning}"
+                           f" ({info.action})", pci=ev.pci))
+            continue
+        for p in PATTERNS:
+            m = p.regex.search(line)
+            if m:
+                peer = m.group(p.peer_group) if p.peer_group and m.lastindex and \
+                    p.peer_group <= (m.lastindex or 0) else None
+                out.append(sig(p.signal, p.kind, t, line[-200:], peer=peer))
+                break
+    return out
+
+
+_CARRIER = re.compile(r"(\S+): (lost carrier|[Gg]ained carrier)")
+
+
+def link_flaps(lines: list[str], min_losses: int, now: float) -> list[dict[str, Any]]:
+    """Interfaces that lost carrier ``min_losses`` times or more in these syslog lines.
+
+    systemd-networkd logs ``ib6: lost carrier`` / ``Gained carrier`` to syslog, not the kernel
+    ring (AzHC's flap check reads the same lines).
+    """
+    losses: dict[str, list[float | None]] = {}
+    for line in lines:
+        m = _CARRIER.search(line)
+        if m and m.group(2) == "lost carrier":
+            losses.setdefault(m.group(1), []).append(line_time(line, 0.0, now))
+    out = []
+    for ifname, times in sorted(losses.items()):
+        if len(times) >= min_losses:
+            first = next((t for t in times if t is not None), None)
+            out.append(sig("link_flap", DISTRIBUTED, first,
+                           f"{ifname} lost carrier {len(times)}x", iface=ifname))
+    return out
+
+
+# ---- CBD verdicts at epilog time -> signals --------------------------------------------------
+
+#: check failing at the end of the job -> signal name (all host-local: critical)
+VERDICT_SIGNALS = {
+    "gpu_count": "gpu_lost",
+    "ecc_uncorrectable": "ecc_uncorrectable",
+    "row_remap": "row_remap",
+    "pcie_link": "pcie_degraded",
+    "pci_links": "pcie_degraded",
+    "nvlink": "nvlink_down",
+    "ib_ports": "ib_link_down",
+    "nics": "nic_down",
+    "mounts": "mount_failure",
+}
+
+
+def verdict_signals(verdicts: list[Verdict], now: float) -> list[dict[str, Any]]:
+    out = []
+    for v in verdicts:
+        name = VERDICT_SIGNALS.get(v.check)
+        if name is None:
+            continue
+        if v.state == FAIL:
+            out.append(sig(name, CRITICAL, now, f"{v.check}: {v.evidence}"))
+        elif v.state == PROBE_ERROR and v.check == "gpu_count" and not v.internal:
+            # nvidia-smi hanging/failing after a job is the XID 79/119 symptom itself
+            out.append(sig("gpu_unresponsive", CRITICAL, now, f"gpu_count: {v.evidence}"))
+    return out
+
+
+# ---- counter deltas (state kept by the caller between Epilog runs) ---------------------------
+
+def gpu_counters(smi: NvidiaSmiQuery) -> dict[str, dict[str, int]]:
+    """Per GPU bus id: volatile ECC correctable/uncorrectable and remapped-row counts."""
+    out: dict[str, dict[str, int]] = {}
+    for i, g in enumerate(smi.gpus):
+        bus = tree_get(g, "PCI", "Bus Id") or f"gpu{i}"
+        vol = g.get("ECC Errors", {})
+        vol = vol.get("Volatile", {}) if isinstance(vol, dict) else {}
+        c = {"ecc_corr": 0, "ecc_uncorr": 0}
+        if isinstance(vol, dict):
+            for k, v in vol.items():
+                if isinstance(v, str) and (n := as_int(v)) is not None:
+                    c["ecc_uncorr" if "Uncorrectable" in k else "ecc_corr"] += n
+        c["remap_corr"] = as_int(tree_get(g, "Remapped Rows", "Correctable Error")) or 0
+        c["remap_uncorr"] = as_int(tree_get(g, "Remapped Rows", "Uncorrectable Error")) or 0
+        out[bus] = c
+    return out
+
+
+def gpu_counter_signals(prev: dict[str, dict[str, int]], cur: dict[str, dict[str, int]],
+                        now: float) -> list[dict[str, Any]]:
+    """ECC and row-remap counter growth since the previous Epilog (a reset restarts counting)."""
+    out = []
+    for bus, c in cur.items():
+        p = prev.get(bus)
+        if p is None:
+            continue
+        d = {k: v - p.get(k, v) for k, v in c.items() if v >= p.get(k, v)}
+        if d.get("ecc_uncorr"):
+            out.append(sig("ecc_uncorrectable", CRITICAL, now,
+                           f"GPU {bus}: +{d['ecc_uncorr']} uncorrectable ECC", pci=bus))
+        if d.get("remap_uncorr"):
+            out.append(sig("row_remap_uncorrectable", INFO, now,
+                           f"GPU {bus}: +{d['remap_uncorr']} rows remapped (uncorrectable)",
+                           pci=bus))
+        if d.get("ecc_corr") or d.get("remap_corr"):
+            out.append(sig("ecc_correctable", INFO, now, f"GPU {bus}: +{d.get('ecc_corr', 0)} "
+                           f"correctable ECC, +{d.get('remap_corr', 0)} rows remapped", pci=bus))
+    return out
+
+
+#: IB port counters whose growth during a job is a link problem (names as in sysfs counters/)
+IB_FLAP = ("link_downed",)
+IB_ERRORS = ("symbol_error", "port_rcv_errors", "link_error_recovery",
+             "local_link_integrity_errors", "excessive_buffer_overrun_errors")
+
+
+def ib_counter_signals(deltas: dict[str, dict[str, int]], min_errors: int,
+                       now: float) -> list[dict[str, Any]]:
+    out = []
+    for port, d in sorted(deltas.items()):
+        downs = sum(d.get(k, 0) for k in IB_FLAP)
+        errs = {k: d[k] for k in IB_ERRORS if d.get(k, 0) > 0}
+        if downs:
+            out.append(sig("ib_link_flap", DISTRIBUTED, now, f"{port}: link_downed +{downs}",
+                           port=port))
+        if sum(errs.values()) >= min_errors:
+            out.append(sig("ib_errors", DISTRIBUTED, now, f"{port}: " + ", ".join(
+                f"{k} +{v}" for k, v in errs.items()), port=port))
+    return out
+
+
+# ---- the AdminComment tag --------------------------------------------------------------------
+
+TAG_PREFIX = "aegis:v1;hw="
+_TAG_RE = re.compile(r"aegis:v1;hw=[^;\s]+(?:;\+\d+)?")
+
+
+def make_tag(pairs: list[tuple[str, str]], max_len: int = 120) -> str:
+    """``aegis:v1;hw=node1:xid79,node3:ib_link_down`` (what the analytics parse), bounded.
+
+    One pair per node (its first critical signal, else its first distributed one); pairs that do
+    not fit in ``max_len`` are dropped and counted as ``+N``, which the analytics ignore.
+    """
+    seen: set[str] = set()
+    uniq = []
+    for node, signal in pairs:
+        if node not in seen and re.fullmatch(r"[\w.\-\[\]]+", node) and \
+                re.fullmatch(r"\w+", signal):
+            seen.add(node)
+            uniq.append(f"{node}:{signal}")
+    if not uniq:
+        return ""
+    tag = TAG_PREFIX + uniq[0]
+    for i, p in enumerate(uniq[1:], start=1):
+        rest = len(uniq) - i
+        if len(tag) + 1 + len(p) + (len(f";+{rest}") if rest > 1 else 0) > max_len:
+            return f"{tag};+{rest}"
+        tag += "," + p
+    return tag
+
+
+def merge_comment(existing: str, tag: str, max_len: int = 1000) -> str:
+    """Append ``tag`` to an AdminComment without clobbering it; replaces an older aegis tag."""
+    base = " ".join(_TAG_RE.sub("", existing or "").split())
+    out = f"{base} {tag}".strip() if base else tag
+    return out[-max_len:] if len(out) > max_len else out
+
+
+def tag_pairs(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(node, signal) for the tag: per node its first critical signal, else first distributed."""
+    pairs = []
+    for rec in sorted(records, key=lambda r: str(r.get("node", ""))):
+        sigs = rec.get("signals", [])
+        pick = next((s for s in sigs if s.get("kind") == CRITICAL), None) or \
+            next((s for s in sigs if s.get("kind") == DISTRIBUTED), None)
+        if pick:
+            pairs.append((str(rec["node"]), str(pick["signal"])))
+    # critical first: the analytics take the first pair's signal as the cause
+    crit = {(str(r["node"])) for r in records
+            if any(s.get("kind") == CRITICAL for s in r.get("signals", []))}
+    return sorted(pairs, key=lambda p: p[0] not in crit)
