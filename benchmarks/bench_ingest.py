@@ -23,33 +23,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-FIELDS = [
-    "JobIDRaw",
-    "JobID",
-    "Cluster",
-    "User",
-    "Account",
-    "Partition",
-    "QOS",
-    "State",
-    "ExitCode",
-    "DerivedExitCode",
-    "Submit",
-    "Eligible",
-    "Start",
-    "End",
-    "ElapsedRaw",
-    "TimelimitRaw",
-    "NNodes",
-    "NodeList",
-    "AllocTRES",
-    "Reason",
-    "Flags",
-    "AdminComment",
-    "Comment",
-    "WorkDir",
-    "JobName",
-]
+from aegis_slurm.simulate.history import EXPORT_FIELDS
+
+FIELDS = EXPORT_FIELDS  # the simulator's export layout: free text last
 STATES = np.array(
     ["COMPLETED"] * 60
     + ["FAILED"] * 15

@@ -126,20 +126,17 @@ def convert(
         text("DerivedExitCode").alias("_derived"),
         text("AllocTRES").alias("_tres"),
     )
-    exit_parts = pl.col("_exit").str.extract_groups(r"^(\d+):(\d+)$")
-    frame = _by_distinct_value(
-        frame,
-        "_exit",
-        exit_parts.struct.field("1").cast(pl.Int32, strict=False).alias("exit_code"),
-        exit_parts.struct.field("2").cast(pl.Int32, strict=False).alias("exit_signal"),
-    )
-    derived_parts = pl.col("_derived").str.extract_groups(r"^(\d+):(\d+)$")
-    frame = _by_distinct_value(
-        frame,
-        "_derived",
-        derived_parts.struct.field("1").cast(pl.Int32, strict=False).alias("derived_exit_code"),
-        derived_parts.struct.field("2").cast(pl.Int32, strict=False).alias("derived_exit_signal"),
-    )
+    for column, code, signal in (
+        ("_exit", "exit_code", "exit_signal"),
+        ("_derived", "derived_exit_code", "derived_exit_signal"),
+    ):
+        parts = pl.col(column).str.extract_groups(r"^(\d+):(\d+)$")  # "code:signal"
+        frame = _by_distinct_value(
+            frame,
+            column,
+            parts.struct.field("1").cast(pl.Int32, strict=False).alias(code),
+            parts.struct.field("2").cast(pl.Int32, strict=False).alias(signal),
+        )
     frame = _by_distinct_value(
         frame,
         "_tres",

@@ -92,13 +92,15 @@ def parse_export(
     chunk_bytes: int = CHUNK_BYTES,
     trailing: bool | None = None,
     sink: Callable[[pl.DataFrame], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Parsed:
     """Parse one export (parsable, parsable2 or JSON) into typed runs plus a full account.
 
     ``data`` is the export's bytes or a binary file; a file is read piece by piece.
     ``trailing`` says the records end with the delimiter (``--parsable``); None detects it.  With a
     ``sink`` each piece's typed runs go to it as soon as they are ready (and ``runs`` stays
-    empty), so memory holds one piece at a time.
+    empty), so memory holds one piece at a time.  ``progress(bytes_done, records_read)`` is
+    called after each piece.
     """
     stream = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
     report = IngestReport(sources=[source])
@@ -158,8 +160,12 @@ def parse_export(
                 del piece
                 while len(pending) >= PIECES_IN_FLIGHT:
                     _merge(report, rejected_rows, typed, pending.popleft().result())
+                    if progress:
+                        progress(stream.tell(), report.rows_read)
             while pending:
                 _merge(report, rejected_rows, typed, pending.popleft().result())
+                if progress:
+                    progress(stream.tell(), report.rows_read)
     runs = pl.concat(typed, how="vertical_relaxed", rechunk=False) if typed else empty_runs()
     report.rows_rejected = sum(report.rejected_by_reason.values())
     report.rows_skipped = sum(report.skipped_by_reason.values())
@@ -248,13 +254,24 @@ def ingest_files(
     delimiter: str | None = None,
     cluster: str = "",
     source_tz: str = "UTC",
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Ingest exports into ``store``; returns the ``ingest --json`` report as a dict."""
+    """Ingest exports into ``store``; returns the ``ingest --json`` report as a dict.
+
+    ``progress`` receives a one-line status after each piece of a large file.
+    """
     writer = store_mod.RunWriter(Path(store))
     total = IngestReport(store=str(writer.store))
     rejected: list[dict[str, Any]] = []
     try:
         for path in paths:
+            size = Path(path).stat().st_size
+
+            def tell(done: int, records: int, path: Path | str = path, size: int = size) -> None:
+                if progress:
+                    progress(f"{path}: {done / 2**20:,.0f}/{size / 2**20:,.0f} MB, "
+                             f"{records:,} records")
+
             with open(path, "rb") as stream:
                 parsed = parse_export(
                     stream,
@@ -264,6 +281,7 @@ def ingest_files(
                     cluster=cluster,
                     source_tz=source_tz,
                     sink=writer.add,
+                    progress=tell,
                 )
             total.add(parsed.report)
             rejected.extend(parsed.rejected_rows)

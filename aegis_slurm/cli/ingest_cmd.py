@@ -70,6 +70,7 @@ def ingest(
                 files, store,
                 fields=fields.split(",") if fields else None,
                 delimiter=delimiter, cluster=cluster, source_tz=source_tz,
+                progress=None if as_json else _progress,
             )
     except (ExportFormatError, JsonExportError, SacctError, StoreError) as exc:
         raise click.ClickException(str(exc)) from exc

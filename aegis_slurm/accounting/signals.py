@@ -1,0 +1,176 @@
+"""Epilog records (node spools) -> the analytics store, and the node-signal frame from them.
+
+Layout inside a store directory::
+
+    signals/records.parquet   one row per (cluster, job_id, run, node) Epilog record, JSON kept
+
+Merging is idempotent: a record already in the store with the same key and content changes
+nothing (the file is not even rewritten); a re-captured record with the same key replaces the
+old one.  :func:`load_signals` derives the frame :func:`aegis_slurm.analytics.attribution.
+attribute_failures` consumes (``node``, ``time`` UTC, ``signal``, ``critical``) plus ``kind``,
+``job_id``, ``run``, ``event_time`` and ``detail``.
+
+``time`` is the record's capture time (the Epilog ran at the job's end), not the kernel's own
+timestamp (kept as ``event_time``): the record belongs to this job because its lines were new
+since the previous Epilog on that node, whatever clock the log line carries, and the capture
+time is what places it inside the attribution window [End - 10 min, End + 5 min].
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from aegis_slurm.node import spool
+
+RECORDS = Path("signals") / "records.parquet"
+KEY = ("cluster", "job_id", "run", "node")
+_SCHEMA = {
+    "cluster": pl.String(),
+    "job_id": pl.String(),
+    "run": pl.Int32(),
+    "node": pl.String(),
+    "captured_at": pl.Datetime("us", "UTC"),
+    "exit_code": pl.String(),
+    "n_signals": pl.Int32(),
+    "record": pl.String(),  # the whole record as JSON (sorted keys)
+}
+SIGNAL_SCHEMA = {
+    "node": pl.String(),
+    "time": pl.Datetime("us", "UTC"),
+    "signal": pl.String(),
+    "critical": pl.Boolean(),
+    "kind": pl.String(),
+    "cluster": pl.String(),
+    "job_id": pl.String(),
+    "run": pl.Int32(),
+    "event_time": pl.Datetime("us", "UTC"),
+    "detail": pl.String(),
+}
+
+
+def _row(rec: dict[str, Any]) -> dict[str, Any]:
+    return {"cluster": str(rec.get("cluster", "")), "job_id": str(rec["job_id"]),
+            "run": int(rec.get("run", 0)), "node": str(rec["node"]),
+            "captured_at": rec.get("captured_at"), "exit_code": str(rec.get("exit_code", "")),
+            "n_signals": len(rec.get("signals", [])),
+            "record": json.dumps(rec, sort_keys=True, separators=(",", ":"))}
+
+
+def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
+    if not rows:
+        return pl.DataFrame(schema=_SCHEMA)
+    df = pl.DataFrame(rows, schema={**_SCHEMA, "captured_at": pl.String()})
+    return df.with_columns(pl.col("captured_at").str.to_datetime(time_zone="UTC", strict=False))
+
+
+def load_records(store: Path) -> pl.DataFrame:
+    path = Path(store) / RECORDS
+    return pl.read_parquet(path) if path.exists() else pl.DataFrame(schema=_SCHEMA)
+
+
+def collect(spools: list[Path], store: Path) -> dict[str, Any]:
+    """Merge every record under ``spools`` into ``store``.  Returns counts (idempotent)."""
+    errors: list[str] = []
+    fresh: dict[tuple[Any, ...], dict[str, Any]] = {}
+    read = 0
+    for rec in spool.read_records(list(spools), errors):
+        read += 1
+        try:
+            row = _row(rec)
+        except (TypeError, ValueError) as e:
+            errors.append(f"record {rec.get('node')}/{rec.get('job_id')}: {e}")
+            continue
+        key = tuple(row[k] for k in KEY)
+        old = fresh.get(key)
+        if old is None or str(row["captured_at"]) >= str(old["captured_at"]):
+            fresh[key] = row  # the newest capture of a key (rotated copies are older)
+    old = load_records(store)
+    old_map = {tuple(r[k] for k in KEY): r["record"] for r in old.iter_rows(named=True)}
+    added = sum(k not in old_map for k in fresh)
+    updated = sum(k in old_map and old_map[k] != r["record"] for k, r in fresh.items())
+    report = {"records_read": read, "added": added, "updated": updated,
+              "unchanged": len(fresh) - added - updated, "errors": errors[:50],
+              "n_errors": len(errors), "store": str(store)}
+    if added or updated:
+        new = _frame(list(fresh.values()))
+        keep = old.join(new.select(KEY), on=list(KEY), how="anti") if not old.is_empty() else old
+        merged = pl.concat([keep, new]).sort(list(KEY))
+        _write_parquet(Path(store) / RECORDS, merged)
+    report["records_in_store"] = len(old) + added
+    return report
+
+
+def _write_parquet(path: Path, df: pl.DataFrame) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        df.write_parquet(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def records_to_signals(records: pl.DataFrame) -> pl.DataFrame:
+    """The node-signal frame (one row per signal) from stored records."""
+    rows = []
+    for r in records.iter_rows(named=True):
+        rec = json.loads(r["record"])
+        for s in rec.get("signals", []):
+            rows.append({"node": r["node"], "time": r["captured_at"], "signal": s.get("signal"),
+                         "critical": bool(s.get("critical")), "kind": s.get("kind"),
+                         "cluster": r["cluster"], "job_id": r["job_id"], "run": r["run"],
+                         "event_time": s.get("time"), "detail": s.get("detail", "")})
+    if not rows:
+        return pl.DataFrame(schema=SIGNAL_SCHEMA)
+    df = pl.DataFrame(rows, schema={**SIGNAL_SCHEMA, "event_time": pl.String()})
+    return df.with_columns(pl.col("event_time").str.to_datetime(time_zone="UTC", strict=False))
+
+
+def load_signals(store: Path) -> pl.DataFrame | None:
+    """The store's collected node signals, or None when nothing was ever collected."""
+    if not (Path(store) / RECORDS).exists():
+        return None
+    return records_to_signals(load_records(store))
+
+
+def job_records(store: Path | None, spools: list[Path], job_id: str) -> list[dict[str, Any]]:
+    """Every record of ``job_id`` (all runs) from the store and/or spools, newest capture wins."""
+    found: dict[tuple[Any, ...], dict[str, Any]] = {}
+    if store is not None:
+        df = load_records(store).filter(pl.col("job_id") == str(job_id))
+        for r in df.iter_rows(named=True):
+            rec = json.loads(r["record"])
+            found[tuple(_row(rec)[k] for k in KEY)] = rec
+    for rec in spool.read_records(list(spools)):
+        if str(rec.get("job_id")) == str(job_id):
+            key = tuple(_row(rec)[k] for k in KEY)
+            if key not in found or str(rec.get("captured_at")) >= str(
+                    found[key].get("captured_at")):
+                found[key] = rec
+    return list(found.values())
+
+
+def blame_history(store: Path | None, spools: list[Path], exclude_job: str) -> dict[str, int]:
+    """node -> number of other job runs in which it had a critical signal (Aegis relapses)."""
+    counts: dict[str, set[tuple[str, str]]] = {}
+    recs: list[dict[str, Any]] = []
+    if store is not None:
+        recs += [json.loads(x) for x in load_records(store)["record"].to_list()]
+    recs += list(spool.read_records(list(spools)))
+    for rec in recs:
+        if str(rec.get("job_id")) == str(exclude_job):
+            continue
+        if any(s.get("kind") == "critical" for s in rec.get("signals", [])):
+            counts.setdefault(str(rec["node"]), set()).add(
+                (str(rec.get("job_id")), str(rec.get("run", 0))))
+    return {n: len(v) for n, v in counts.items()}
