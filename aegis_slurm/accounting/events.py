@@ -68,6 +68,15 @@ def _parse_time(col: str) -> pl.Expr:
     )
 
 
+def _fit_fields(parts: list[str], header: list[str]) -> list[str]:
+    """Give surplus ``|`` back to Reason, the one free-text field (admins write reasons)."""
+    surplus = len(parts) - len(header)
+    if surplus > 0 and "Reason" in header:
+        at = header.index("Reason")
+        parts = [*parts[:at], "|".join(parts[at : at + surplus + 1]), *parts[at + surplus + 1 :]]
+    return (parts + [""] * len(header))[: len(header)]
+
+
 def parse_events_text(text: str) -> pl.DataFrame:
     """Parse the text of ``sacctmgr show event -P`` (with its header) into :data:`EVENT_SCHEMA`.
 
@@ -83,8 +92,7 @@ def parse_events_text(text: str) -> pl.DataFrame:
         raise ValueError(
             f"sacctmgr event export lacks fields {sorted(missing)} (need a header line)"
         )
-    rows = [ln.split("|", len(header) - 1) for ln in lines[1:]]
-    rows = [r + [""] * (len(header) - len(r)) for r in rows]
+    rows = [_fit_fields(ln.split("|"), header) for ln in lines[1:]]
     raw = pl.DataFrame(rows, schema=dict.fromkeys(header, pl.String()), orient="row")
     raw = raw.select([pl.col(h).alias(_HEADER_MAP[h]) for h in header if h in _HEADER_MAP])
     for name in EVENT_SCHEMA:

@@ -80,6 +80,8 @@ def _expected_block(lam: float, length: float, q: float) -> float:
     costs a queue wait q before retrying: (1/λ + q)(e^{λL} − 1) (renewal argument)."""
     if lam == 0.0:
         return length
+    if lam * length > 700.0:  # e^700 ~ 1e304: the job effectively never gets through
+        return math.inf
     return (1.0 / lam + q) * math.expm1(lam * length)
 
 

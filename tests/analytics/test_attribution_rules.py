@@ -105,3 +105,16 @@ def test_crash_loop_bad_luck_test_for_all_infrastructure_streaks():
         x["job_id_raw"]
         for x in requeue_loops(link_job_runs(attribute_failures(frame(user))), rf=0.0065)
     ] == [3]
+
+
+def test_event_reason_with_a_pipe_is_kept_whole():
+    """Admins write free text in drain reasons; a `|` in it must not drop or shift the event."""
+    from aegis_slurm.accounting.events import parse_events_text
+
+    text = (
+        "Cluster|Cluster Nodes|NodeName|TimeStart|TimeEnd|State|Reason|User|Event\n"
+        "c||gpu[01-02]|2026-11-21T17:56:59|2026-11-21T17:57:27|DOWN|xid 79|gpu lost|root(0)|Node\n"
+    )
+    events = parse_events_text(text)
+    assert events.height == 2
+    assert set(events.get_column("reason")) == {"xid 79|gpu lost"}

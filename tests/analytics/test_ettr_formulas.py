@@ -92,3 +92,11 @@ def test_monte_carlo_without_failures_is_exact():
     mc = simulate_ettr(100, 0.0, 5, 60, 2, 0, 600, replications=10, seed=0)
     assert mc.mean == pytest.approx(600 / (600 + 10 * 2 + 5))
     assert mc.stderr == pytest.approx(0.0, abs=1e-12)
+
+
+def test_renewal_form_survives_an_absurd_failure_rate():
+    """λ·L beyond e^709 used to raise OverflowError out of math.expm1; the answer is ETTR 0."""
+    from aegis_slurm.analytics.ettr import ettr_renewal
+
+    assert ettr_renewal(n_nodes=16384, rf=1.0, u0=5, dt_cp=60) == 0.0
+    assert ettr_renewal(n_nodes=16384, rf=1.0, u0=5, dt_cp=60, run_minutes=1440) == 0.0
