@@ -214,20 +214,28 @@ def load_runs(
     open_store(store)
     if not files:
         return empty_runs()
-    runs = pl.scan_parquet(files)
-    keys = runs.select(KEY).collect()
-    if keys.n_unique() != keys.height:  # an ingest stopped between publishing and compacting
-        runs = _deduplicate(runs)
-    runs = runs.drop(_INGESTED).collect()
-    runs = runs.with_columns(
+    scan = pl.scan_parquet(files)
+    # run_index needs every run of a job, so it is computed over the key columns of the whole
+    # store; the other columns are read only for the rows the time filter keeps.
+    keys = scan.select(*KEY, "start_time", "ended", _INGESTED).collect()
+    if keys.select(KEY).n_unique() != keys.height:  # an ingest stopped before compacting
+        keys = _deduplicate(keys.lazy()).collect()
+        scan = _deduplicate(scan)
+    index = keys.select(
+        *KEY,
         pl.int_range(pl.len(), dtype=pl.Int32)
         .over(["cluster", "job_id"], order_by=["submit_time", "start_time"])
-        .alias("run_index")
+        .alias("run_index"),
     )
     if start is not None:
-        runs = runs.filter(pl.col("end_time") >= start)
+        scan = scan.filter(pl.col("end_time") >= start)
     if end is not None:
-        runs = runs.filter(pl.col("end_time") < end)
+        scan = scan.filter(pl.col("end_time") < end)
+    runs = (
+        scan.drop("run_index", _INGESTED, strict=False)
+        .join(index.lazy(), on=list(KEY), how="left", nulls_equal=True, maintain_order="left")
+        .collect()
+    )
     return runs.select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)  # type: ignore[arg-type]
 
 

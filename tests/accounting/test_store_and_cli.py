@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -54,6 +56,19 @@ def test_requeued_runs_across_months_are_numbered_in_order(tmp_path):
     assert runs.get_column("state").to_list() == ["NODE_FAIL", "COMPLETED"]
     assert runs.get_column("run_index").to_list() == [0, 1]
     assert runs.schema == pl.Schema(RUN_SCHEMA)
+    # A time filter keeps the numbering of the whole store (the first run ended in October).
+    november = load_runs(store, start=datetime(2026, 11, 1, tzinfo=UTC))
+    assert november.select("state", "run_index").rows() == [("COMPLETED", 1)]
+
+
+def test_a_publish_interrupted_before_compaction_never_shows_a_run_twice(tmp_path):
+    line = "5|5|c|FAILED|1:0|2026-11-02T00:00:00|2026-11-02T00:00:01|2026-11-02T00:09:00|539|1|n1|x"
+    store = tmp_path / "store"
+    ingest_files([export(tmp_path, "a.txt", line)], store)
+    [part] = (store / "runs" / "month=2026-11").glob("part-*.parquet")
+    shutil.copy(part, part.with_name("part-zzzz-duplicate.parquet"))  # as if killed mid-way
+    runs = load_runs(store)
+    assert runs.height == 1 and runs.row(0, named=True)["run_index"] == 0
 
 
 def test_rejected_records_are_saved_with_reasons(tmp_path):
