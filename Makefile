@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-# The main job: build the demo store from a shipped sample and print what it holds.
+# The main job: simulate a demo history, ingest it and write its monthly report.
 demo: $(STAMP)
 	$(BIN)/aegis-slurm demo --out reports/demo
 
@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ingest.py
 	$(BIN)/python benchmarks/bench_cbd.py
 	$(BIN)/python benchmarks/bench_analytics.py
+	$(BIN)/python benchmarks/bench_report.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

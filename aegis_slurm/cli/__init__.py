@@ -28,6 +28,8 @@ COMMANDS: dict[str, str] = {
     "simulate": "aegis_slurm.cli.simulate_cmd:simulate",
     "measured-ettr": "aegis_slurm.cli.analytics_cmd:measured_ettr_cmd",
     "cbd": "aegis_slurm.cli.cbd_cmd:cbd",
+    "signals": "aegis_slurm.cli.signals_cmd:signals",
+    "diagnose": "aegis_slurm.cli.signals_cmd:diagnose",
     "report": "aegis_slurm.cli.report_cmd:report",
 }
 

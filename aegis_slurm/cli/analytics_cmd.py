@@ -96,6 +96,14 @@ def _load(
             else pl.col("time"),
             pl.col("critical").cast(pl.Boolean),
         )
+    # Epilog signals brought in by `aegis-slurm signals collect` are used automatically
+    from aegis_slurm.accounting.signals import load_signals
+
+    collected = load_signals(store)
+    if collected is not None and not collected.is_empty():
+        cols = ["node", "time", "signal", "critical"]
+        signals = collected.select(cols) if signals is None else pl.concat(
+            [signals.select(cols), collected.select(cols)])
     return attribute_failures(runs, signals, events), events
 
 

@@ -7,20 +7,25 @@ from pathlib import Path
 
 import click
 
+#: The demo history starts on a month boundary so its report covers whole months.
+DEMO_START = "2023-12-01T00:00:00"
+
 
 @click.command()
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory for the demo history, its store and summary.json.")
+              help="Directory for the report, the demo history, its store and summary.json.")
 @click.option("--nodes", default=256, show_default=True, help="Simulated nodes (8 GPUs each).")
-@click.option("--days", default=30.0, show_default=True)
+@click.option("--days", default=62.0, show_default=True,
+              help="Simulated days from 2023-12-01 (two months: the report compares them).")
 @click.option("--seed", default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     """Simulate a cluster history with planted failures and crash loops, ingest it through the
-    real sacct parser, and print the headline reliability figures.
+    real sacct parser, write the monthly reliability report and print where it is.
 
-    The history goes to OUT/history/ (a sacct --parsable2 export plus sacctmgr events), the
-    store to OUT/store/, and every figure to OUT/summary.json.
+    The report (last full month) goes to OUT/index.html, OUT/report.json and OUT/figures/; the
+    history to OUT/history/ (a sacct --parsable2 export, sacctmgr events, node signals), the
+    store to OUT/store/, and the headline figures with the planted truth to OUT/summary.json.
     """
     from aegis_slurm.accounting import ingest_files, load_runs
     from aegis_slurm.accounting.events import load_events
@@ -30,14 +35,20 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     from aegis_slurm.analytics.loops import requeue_loops
     from aegis_slurm.analytics.mttf import mttf_by_size
     from aegis_slurm.analytics.taxonomy import failure_taxonomy
+    from aegis_slurm.report.builder import _read_signals, build_report, latest_month
     from aegis_slurm.simulate.history import SimConfig, simulate, write_history
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "history").mkdir(exist_ok=True)
-    result = simulate(SimConfig(nodes=nodes, days=days, seed=seed))
+    # Five planted crash loops: with the default seed two of them fall in the reported month.
+    result = simulate(
+        SimConfig(nodes=nodes, days=days, seed=seed, start=DEMO_START, crash_loops=5)
+    )
     paths = write_history(result, out / "history" / "sacct.txt")
     ingest = ingest_files([paths["sacct"]], out / "store")
-    runs = attribute_failures(load_runs(out / "store"), None, load_events([paths["events"]]))
+    # All three evidence sources, as the report uses them: node signals, AdminComment, events.
+    runs = attribute_failures(load_runs(out / "store"), _read_signals(Path(paths["signals"])),
+                              load_events([paths["events"]]))
     rate = failure_rate(runs)
     summary = {
         "ingest": ingest,
@@ -47,6 +58,11 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
         "requeue_loops": requeue_loops(link_job_runs(runs), rf=rate["rf_per_node_day"]),
         "planted_truth": result.truth,
     }
+    month = latest_month(out / "store")
+    report = build_report(out / "store", month, out, [Path(paths["events"])],
+                          Path(paths["signals"]))
+    summary["report"] = {"month": report["month"], "html": str(out / "index.html"),
+                         "json": str(out / "report.json")}
     summary_path = out / "summary.json"
     summary_path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     if as_json:
@@ -55,8 +71,11 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     rf = rate["rf_per_node_day"]
     click.echo(f"simulated {nodes} nodes x {days:g} days: {ingest['rows_kept']} job runs ingested")
     planted = result.truth["expected_rf_gt128"] * 1000
-    click.echo(f"r_f (jobs > 128 GPUs) = {rf * 1000:.2f} per 1000 node-days, planted "
-               f"{planted:.2f}" if rf else "r_f: no failures in jobs > 128 GPUs")
+    click.echo(f"r_f (jobs > 128 GPUs) = {rf * 1000:.2f} per 1000 node-days, expected from "
+               f"the planted rates {planted:.2f}" if rf else "r_f: no failures in jobs > 128 GPUs")
+    click.echo(f"infrastructure failures in jobs > 128 GPUs: {rate['failures']} found, "
+               f"{result.truth['infra_failures_gt128']} planted")
     click.echo(f"crash loops found: {len(summary['requeue_loops'])} "
                f"(planted {len(result.truth['crash_loops'])})")
     click.echo(f"summary: {summary_path}")
+    click.echo(f"report for {report['month']}: open {(out / 'index.html').resolve()}")

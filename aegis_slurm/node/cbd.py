@@ -56,7 +56,12 @@ def _smi(raw: str, st: RunState) -> parse.NvidiaSmiQuery:
 
 
 def _new_xids(raw: str, st: RunState) -> list[xidcat.XidEvent]:
-    """XID lines not seen by an earlier run in this boot (fingerprints kept in state)."""
+    """XID lines not seen by an earlier run in this boot (fingerprints kept in state).
+
+    The fingerprints of the new lines go to ``xid_pending``; :func:`mark_xids_seen` marks them
+    seen once the verdict was acted on (the Prolog does that only after a drain succeeded, so an
+    XID whose drain was stopped by the storm guard or a dead slurmctld is judged again next run).
+    """
     if st.data.get("boot_id") != st.boot_id:
         st.data["xid_seen"] = []
         st.data["boot_id"] = st.boot_id
@@ -68,8 +73,15 @@ def _new_xids(raw: str, st: RunState) -> list[xidcat.XidEvent]:
             new.append(ev)
             seen.add(key)
             keys.append(key)
-    st.data["xid_seen"] = (st.data.get("xid_seen", []) + keys)[-5000:]
+    st.data["xid_pending"] = keys
     return new
+
+
+def mark_xids_seen(state: dict[str, Any]) -> None:
+    """Mark the XID lines of the last run as seen (they will not be reported again this boot)."""
+    keys = state.pop("xid_pending", [])
+    if keys:
+        state["xid_seen"] = (state.get("xid_seen", []) + keys)[-5000:]
 
 
 def _ib_ports(raw: Any, st: RunState) -> list[parse.IbPort]:
@@ -152,17 +164,24 @@ def _needed(probe: str, exp: dict[str, Any]) -> bool:
     }.get(probe, True)
 
 
+def slurm_conf_text() -> str | None:
+    """This node's slurm.conf: $SLURM_CONF (set in Prolog/Epilog), else the usual places
+    (configless slurmd keeps a cached copy).  None when none is readable."""
+    for conf in (os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf",
+                 "/run/slurm/conf/slurm.conf", "/var/spool/slurmd/conf-cache/slurm.conf"):
+        with contextlib.suppress(OSError, ValueError):
+            return Path(conf).read_text()
+    return None
+
+
 def resolve_expectations(cfg: dict[str, Any], host: str) -> dict[str, Any]:
     """Expectations for ``host``; ``gpus = "slurm"`` becomes the Gres count in slurm.conf."""
     exp = config.expectations(cfg, host)
     if exp.get("gpus") == "slurm":
         exp["gpus"] = None
-        # SLURM_CONF is set in Prolog/Epilog; configless slurmd keeps a cached copy
-        for conf in (os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf",
-                     "/run/slurm/conf/slurm.conf", "/var/spool/slurmd/conf-cache/slurm.conf"):
-            with contextlib.suppress(OSError, ValueError):
-                exp["gpus"] = config.slurm_gpu_count(Path(conf).read_text(), host)
-                break
+        text = slurm_conf_text()
+        if text is not None:
+            exp["gpus"] = config.slurm_gpu_count(text, host)
     return exp
 
 
@@ -173,34 +192,61 @@ def node_state(state_dir: str | Path, host: str) -> Iterator[dict[str, Any]]:
     Per-host subdirectory because several slurmds may share one filesystem (testbeds, or
     multiple-slurmd setups).  A corrupt file is replaced, not fatal.
     """
-    d = Path(state_dir) / host
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with (d / "state.lock").open("a") as lock:
+    d = private_dir(Path(state_dir) / host)  # never chmod state_dir itself (could be /tmp)
+    lock = os.open(d / "state.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(lock, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)
         path = d / "state.json"
         try:
-            data = json.loads(path.read_text())
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd) as f:
+                data = json.loads(f.read())
             if not isinstance(data, dict):
                 data = {}
         except (OSError, ValueError):
             data = {}
         yield data
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(data, sort_keys=True))
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, sort_keys=True))
         os.replace(tmp, path)
+    finally:
+        os.close(lock)
+
+
+def private_dir(d: Path) -> Path:
+    """``d`` created (with parents) as a real directory with mode 0700, an existing one
+    re-chmodded; a symlink in its place is refused (OSError)."""
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
+    return d
 
 
 def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
         overrides: dict[str, ProbeFn] | None = None, root: str | Path | None = None,
         state: dict[str, Any] | None = None,
-        only: list[str] | None = None) -> list[Verdict]:
+        only: list[str] | None = None, context: dict[str, Any] | None = None,
+        commit_xids: bool = True) -> list[Verdict]:
     """Run the checks of ``profile`` ("light" or "full" = light + full) and return verdicts.
 
     ``overrides`` replaces probe functions (tests: recorded output); ``state`` is the mutable
-    per-node state dict (see :func:`node_state`), a throwaway dict when None.
+    per-node state dict (see :func:`node_state`), a throwaway dict when None.  ``context`` is
+    merged into the expectations (the Prolog passes ``gpu_scope``/``job_gpus``, see
+    :func:`checks.scoped_gpus`).  ``commit_xids=False`` leaves new XID lines pending until the
+    caller calls :func:`mark_xids_seen`.
     """
     rt = cfg.get("runtime", {})
     exp = resolve_expectations(cfg, host)
+    exp.update(context or {})
     timeout = float(rt.get("full_probe_timeout_s" if profile == "full" else "probe_timeout_s", 8))
     watchdog = float(rt.get("watchdog_s", 25)) if profile == "light" else timeout * 2
     specs = [s for s in SPECS if (profile == "full" or s.profile == "light")
@@ -212,15 +258,17 @@ def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
     ctx = probes.ProbeContext(exp=exp, root=root, timeout=timeout, argv=argv)
     fns = {**PROBES, **(overrides or {})}
     st = RunState(state if state is not None else {}, probes.boot_id(ctx))
+    if any(s.name == "xid" for s in specs):  # pending = this run's new lines, nothing older
+        st.data.pop("xid_pending", None)
 
     # start probes
-    results: dict[str, tuple[str, Any]] = {}
+    sink = _Results()
     threads: dict[str, threading.Thread] = {}
     for name in dict.fromkeys(s.probe for s in specs):
         if not _needed(name, exp):
-            results[name] = ("missing", "not needed")
+            sink.put(name, ("missing", "not needed"))
             continue
-        t = threading.Thread(target=_call, args=(fns[name], ctx, name, results), daemon=True,
+        t = threading.Thread(target=_call, args=(fns[name], ctx, name, sink), daemon=True,
                              name=f"probe-{name}")
         threads[name] = t
         t.start()
@@ -229,7 +277,9 @@ def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
         # the child-process timeout fires first; +1 s lets run_argv report it itself
         t.join(max(0.0, min(timeout + 1.0, deadline - time.monotonic())))
         if t.is_alive():
-            results.setdefault(name, ("error", f"probe {name} hung > {timeout:g}s (abandoned)"))
+            sink.put(name, ("error", f"probe {name} hung > {timeout:g}s (abandoned)"))
+    # from here on an abandoned probe thread that finally returns cannot change the verdicts
+    results = sink.close()
     if time.monotonic() > deadline:
         probes.kill_live_children()
 
@@ -251,18 +301,40 @@ def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
             out.append(s.check(data, exp))
         except Exception as e:
             out.append(Verdict(s.name, PROBE_ERROR, f"aegis check bug: {e!r}"[:200], True))
+    if commit_xids:
+        mark_xids_seen(st.data)
     return out
 
 
-def _call(fn: ProbeFn, ctx: probes.ProbeContext, name: str,
-          results: dict[str, tuple[str, Any]]) -> None:
+class _Results:
+    """Probe results written by the probe threads; closed (later writes dropped) after the joins,
+    so a probe abandoned as hung can never turn into a verdict."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: dict[str, tuple[str, Any]] = {}
+        self._closed = False
+
+    def put(self, name: str, value: tuple[str, Any]) -> None:
+        with self._lock:
+            if not self._closed:
+                self._data.setdefault(name, value)
+
+    def close(self) -> dict[str, tuple[str, Any]]:
+        with self._lock:
+            self._closed = True
+            return dict(self._data)
+
+
+def _call(fn: ProbeFn, ctx: probes.ProbeContext, name: str, sink: _Results) -> None:
     try:
-        results[name] = ("ok", fn(ctx))
+        res: tuple[str, Any] = ("ok", fn(ctx))
     except probes.ProbeMissing as e:
-        results[name] = ("missing", str(e))
+        res = ("missing", str(e))
     except (probes.ProbeTimeout, probes.ProbeFailed) as e:
-        results[name] = ("error", str(e))
+        res = ("error", str(e))
     except OSError as e:
-        results[name] = ("error", f"{name}: {e}")
+        res = ("error", f"{name}: {e}")
     except Exception as e:
-        results[name] = ("internal", f"aegis probe bug in {name}: {e!r}")
+        res = ("internal", f"aegis probe bug in {name}: {e!r}")
+    sink.put(name, res)

@@ -29,6 +29,29 @@ def _gpu_names(smi: NvidiaSmiQuery) -> Iterable[tuple[int, dict]]:
     return enumerate(smi.gpus)
 
 
+def scoped_gpus(smi: NvidiaSmiQuery, exp: Exp) -> list[tuple[int, dict]]:
+    """The GPUs a job-state-sensitive check may judge (``exp["gpu_scope"]``).
+
+    ``"job"`` (Prolog): only the GPUs Slurm gave this job, ``exp["job_gpus"]`` tokens from
+    ``SLURM_JOB_GPUS``/``CUDA_VISIBLE_DEVICES`` matched against each GPU's Minor Number (the
+    /dev/nvidiaN index gres.conf uses) or GPU UUID; another job's GPUs are not ours to judge.
+    Anything else: every GPU.
+    """
+    gpus = list(_gpu_names(smi))
+    if exp.get("gpu_scope") != "job":
+        return gpus
+    want = {str(t).strip() for t in exp.get("job_gpus", [])}
+    return [(i, g) for i, g in gpus
+            if str(g.get("Minor Number", "")).strip() in want
+            or str(g.get("GPU UUID", "")).strip() in want]
+
+
+def _scope_note(exp: Exp) -> str:
+    if exp.get("gpu_scope") == "job":
+        return f" (job GPUs {','.join(map(str, exp.get('job_gpus', []))) or 'none'})"
+    return ""
+
+
 def _join(bad: list[str], limit: int = 4) -> str:
     more = f" (+{len(bad) - limit} more)" if len(bad) > limit else ""
     return "; ".join(bad[:limit]) + more
@@ -204,8 +227,11 @@ def clocks_thermal(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
         return skip
     assert smi is not None
     tmax = int(exp.get("max_gpu_temp_c", 85))
+    gpus = scoped_gpus(smi, exp)
+    if exp.get("gpu_scope") == "job" and not gpus:
+        return Verdict("clocks_thermal", SKIP, "no GPUs allocated to this job" + _scope_note(exp))
     hot, slow = [], []
-    for i, g in _gpu_names(smi):
+    for i, g in gpus:
         reasons = g.get("Clocks Event Reasons") or g.get("Clocks Throttle Reasons") or {}
         if isinstance(reasons, dict):
             flat = dict(reasons)
@@ -218,18 +244,23 @@ def clocks_thermal(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
         t = as_int(tree_get(g, "Temperature", "GPU Current Temp"))
         if t is not None and t > tmax:
             hot.append(f"GPU{i} {t}C > {tmax}C")
+    if hot and exp.get("gpu_scope") == "busy":  # healthcheck on a node that may be running jobs
+        return Verdict("clocks_thermal", WARN, _join(hot + slow) + " (node may be busy)")
     if hot:
-        return Verdict("clocks_thermal", FAIL, _join(hot + slow))
+        return Verdict("clocks_thermal", FAIL, _join(hot + slow) + _scope_note(exp))
     if slow:
-        return Verdict("clocks_thermal", WARN, _join(slow))
-    return Verdict("clocks_thermal", PASS, "no HW slowdown, temperatures OK")
+        return Verdict("clocks_thermal", WARN, _join(slow) + _scope_note(exp))
+    return Verdict("clocks_thermal", PASS, "no HW slowdown, temperatures OK" + _scope_note(exp))
 
 
 def gpu_processes(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     """Compute processes left on the GPUs before the job starts (leftover memory/contexts).
 
-    Only meaningful on exclusive nodes; set ``gpu_processes_allowed = true`` for shared nodes.
-    Source: gcm running_procs / gpu_mem_usage.
+    In the Prolog only this job's GPUs are judged (``gpu_scope = "job"``): on a shared node the
+    other jobs' processes are legitimate.  In healthcheck mode on a node that may be running jobs
+    (``gpu_scope = "busy"``: HealthCheckNodeState is not IDLE) nothing is judged.
+    ``gpu_processes_allowed = true`` turns the check off.  Source: gcm running_procs /
+    gpu_mem_usage.
     """
     skip = _no_gpu("gpu_processes", smi, exp)
     if skip:
@@ -237,15 +268,21 @@ def gpu_processes(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     assert smi is not None
     if exp.get("gpu_processes_allowed"):
         return Verdict("gpu_processes", SKIP, "node is shared (gpu_processes_allowed)")
+    if exp.get("gpu_scope") == "busy":
+        return Verdict("gpu_processes", SKIP,
+                       "healthcheck: node may be running jobs (HealthCheckNodeState != IDLE)")
+    gpus = scoped_gpus(smi, exp)
+    if exp.get("gpu_scope") == "job" and not gpus:
+        return Verdict("gpu_processes", SKIP, "no GPUs allocated to this job" + _scope_note(exp))
     bad = []
-    for i, g in _gpu_names(smi):
+    for i, g in gpus:
         procs = g.get("Processes")
         if isinstance(procs, dict) and procs:
             pids = [v for k, v in _walk(procs) if k == "Process ID"]
             bad.append(f"GPU{i} pids {','.join(pids) or '?'}")
     if bad:
-        return Verdict("gpu_processes", FAIL, "leftover " + _join(bad))
-    return Verdict("gpu_processes", PASS, "no GPU processes")
+        return Verdict("gpu_processes", FAIL, "leftover " + _join(bad) + _scope_note(exp))
+    return Verdict("gpu_processes", PASS, "no GPU processes" + _scope_note(exp))
 
 
 def _walk(tree: dict) -> Iterable[tuple[str, str]]:
@@ -429,21 +466,27 @@ def mounts(status: dict[str, dict[str, Any]] | None, exp: Exp) -> Verdict:
     return Verdict("mounts", PASS, f"{len(want)} mounts responsive")
 
 
-def disk_space(usage: dict[str, tuple[int, int]] | None, exp: Exp) -> Verdict:
+def disk_space(usage: dict[str, tuple[int, int] | str] | None, exp: Exp) -> Verdict:
     """Free space on configured paths (bytes free, bytes total) >= ``disk_min_free_pct``.
 
-    Source: gcm disk-usage, NHC check_fs_free.  A full /tmp or local scratch kills jobs at the
-    first checkpoint.
+    A configured path that does not exist (or cannot be statfs'ed: the probe's error text) fails:
+    a missing local scratch is as bad as a full one.  Source: gcm disk-usage, NHC check_fs_free.
+    A full /tmp or local scratch kills jobs at the first checkpoint.
     """
     if not usage:
         return Verdict("disk_space", SKIP, "no paths configured")
     pct = float(exp.get("disk_min_free_pct", 5))
-    bad, ok = [], []
-    for path, (free, total) in sorted(usage.items()):
+    gone, bad, ok = [], [], []
+    for path, res in sorted(usage.items()):
+        if isinstance(res, str):
+            gone.append(f"{path}: {res}")
+            continue
+        free, total = res
         share = 100.0 * free / total if total else 0.0
         (bad if share < pct else ok).append(f"{path} {share:.1f}% free")
-    if bad:
-        return Verdict("disk_space", FAIL, _join(bad) + f" (< {pct:g}%)")
+    if gone or bad:
+        return Verdict("disk_space", FAIL,
+                       _join(gone + bad) + (f" (< {pct:g}%)" if bad else ""))
     return Verdict("disk_space", PASS, _join(ok))
 
 

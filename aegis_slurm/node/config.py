@@ -80,20 +80,43 @@ def policy(cfg: dict[str, Any], check: str) -> dict[str, Any]:
     return {**pol.get("default", {}), **pol.get(check, {})}
 
 
+def slurm_conf_values(slurm_conf_text: str, key: str) -> list[str]:
+    """Upper-cased comma-separated values of the last ``key=`` line in slurm.conf ([] if none)."""
+    vals: list[str] = []
+    for line in slurm_conf_text.splitlines():
+        m = re.match(rf"(?i)\s*{re.escape(key)}\s*=\s*(\S+)", line.split("#", 1)[0])
+        if m:
+            vals = [v.strip().upper() for v in m.group(1).split(",") if v.strip()]
+    return vals
+
+
+def _gres_gpus(gres: str) -> int:
+    total = 0
+    for item in gres.split(","):
+        f = item.split("(")[0].split(":")
+        if f[0] == "gpu":
+            total += int(f[-1]) if len(f) > 1 and f[-1].isdigit() else 1
+    return total
+
+
 def slurm_gpu_count(slurm_conf_text: str, node: str) -> int | None:
-    """GPU count Slurm believes ``node`` has, from ``Gres=gpu[:type]:N`` on its NodeName line."""
+    """GPU count Slurm believes ``node`` has, from ``Gres=gpu[:type]:N`` on its NodeName line.
+
+    Walks the file in order, as slurmctld does: a ``NodeName=DEFAULT Gres=...`` line applies
+    only to the node lines *after* it (until the next DEFAULT changes it); a node line's own
+    ``Gres=`` wins.  None when the node is not listed or has no Gres at all.
+    """
+    default: int | None = None
     found = None
     for line in slurm_conf_text.splitlines():
         line = line.split("#", 1)[0].strip()
         m = re.match(r"(?i)NodeName=(\S+)", line)
-        if not m or (node not in expand_hostlist(m.group(1)) and m.group(1) != "DEFAULT"):
+        if not m:
             continue
         g = re.search(r"(?i)\bGres=(\S+)", line)
-        if g:
-            total = 0
-            for item in g.group(1).split(","):
-                f = item.split("(")[0].split(":")
-                if f[0] == "gpu":
-                    total += int(f[-1]) if len(f) > 1 and f[-1].isdigit() else 1
-            found = total
+        if m.group(1).upper() == "DEFAULT":
+            if g:
+                default = _gres_gpus(g.group(1))
+        elif node in expand_hostlist(m.group(1)):
+            found = _gres_gpus(g.group(1)) if g else default
     return found

@@ -15,7 +15,8 @@ def _esc(s: str) -> str:
 
 def prom_text(verdicts: list[Verdict], *, host: str, profile: str, duration_s: float,
               timestamp: float, counters: dict[str, float],
-              storm: list[str] | None = None) -> str:
+              storm: list[str] | None = None,
+              guard_unavailable: list[str] | None = None) -> str:
     """Prometheus exposition text: one-hot verdict per check, run timing, aegis counters."""
     lines = ["# HELP aegis_cbd_verdict Last CBD verdict per check (one-hot over state).",
              "# TYPE aegis_cbd_verdict gauge"]
@@ -34,6 +35,10 @@ def prom_text(verdicts: list[Verdict], *, host: str, profile: str, duration_s: f
     lines.append("# TYPE aegis_cbd_drain_storm_guard gauge")
     for c in storm or []:
         lines.append(f'aegis_cbd_drain_storm_guard{{check="{_esc(c)}"}} 1')
+    if guard_unavailable:  # would have drained, but slurmctld could not be read/updated
+        lines.append("# TYPE aegis_cbd_drain_guard_unavailable gauge")
+        for c in guard_unavailable:
+            lines.append(f'aegis_cbd_drain_guard_unavailable{{check="{_esc(c)}"}} 1')
     return "\n".join(lines) + "\n"
 
 
@@ -44,8 +49,8 @@ def write_atomic(directory: str | Path, name: str, text: str) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=d)
     try:
         with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), 0o644)  # the file we created, not whatever the path is now
             f.write(text)
-        os.chmod(tmp, 0o644)
         os.replace(tmp, d / name)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

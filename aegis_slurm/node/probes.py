@@ -252,24 +252,35 @@ def mounts_status(ctx: ProbeContext) -> dict[str, dict[str, Any]]:
             results[m] = {"mounted": True, "ok": False, "detail": str(e)}
 
     _parallel(one, want, ctx.timeout + 2)
+    done = dict(results)  # a stuck thread finishing later cannot change what we return
     for m in want:  # a thread still stuck after its child was killed
-        results.setdefault(m, {"mounted": True, "ok": False, "detail": "statfs hung"})
-    return results
+        done.setdefault(m, {"mounted": True, "ok": False, "detail": "statfs hung"})
+    return done
 
 
-def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int]]:
-    res: dict[str, tuple[int, int]] = {}
+def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int] | str]:
+    """``{path: (free, total)}`` per configured path, or the error text when the child
+    ``stat -f`` failed (e.g. the path does not exist).  Every path goes to the child, nothing
+    is looked at in-process (an ``exists()`` on a dead mount hangs this process)."""
+    res: dict[str, tuple[int, int] | str] = {}
 
     def one(p: str) -> None:
-        d = statfs_child(p, ctx.timeout)
+        try:
+            d = statfs_child(p, ctx.timeout)
+        except ProbeFailed as e:  # missing path, not a directory, permission: a verdict
+            msg = str(e)
+            res[p] = ("does not exist" if "No such file" in msg
+                      else "statfs failed: " + msg.rsplit(": ", 1)[-1])
+            return
         res[p] = (d["free"], d["total"])
 
-    paths = [p for p in ctx.exp.get("disk_paths", []) if os.path.exists(p)]
+    paths = list(ctx.exp.get("disk_paths", []))
     _parallel(one, paths, ctx.timeout + 2)
-    missing = [p for p in paths if p not in res]
+    done = dict(res)  # a stuck thread finishing later cannot change what we return
+    missing = [p for p in paths if p not in done]
     if missing:
         raise ProbeTimeout(f"statfs of {', '.join(missing)} did not answer")
-    return res
+    return done
 
 
 def _parallel(fn: Any, items: list[str], limit: float) -> None:
@@ -310,11 +321,24 @@ def adjtimex(ctx: ProbeContext) -> dict[str, int]:
     return {"state": state, "status": tx.status, "maxerror_us": tx.maxerror}
 
 
+def _uid0(status: str) -> bool:
+    """Real and effective uid 0 in a /proc/<pid>/status text."""
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            f = line.split()
+            return len(f) >= 3 and f[1] == "0" and f[2] == "0"
+    return False
+
+
 def process_names(ctx: ProbeContext) -> set[str]:
+    """Names (comm and argv[0] basename) of root-owned processes only: a user process named
+    like a daemon must not satisfy the ``services`` check."""
     names = set()
     for d in ctx.path("/proc").iterdir():
         if d.name.isdigit():
             try:
+                if not _uid0((d / "status").read_text()):
+                    continue
                 names.add((d / "comm").read_text().strip())
                 exe = (d / "cmdline").read_bytes().split(b"\0", 1)[0]
                 if exe:

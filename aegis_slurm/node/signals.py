@@ -1,4 +1,4 @@
-"""Failure signals a job leaves on a node: pure extraction from probe output.  Standard library only.
+"""Failure signals a job leaves on a node: pure extraction from probe output.  Stdlib only.
 
 Used by the Epilog (``aegis_slurm.node.epilog``).  The probes and parsers are the Prolog's
 (:mod:`aegis_slurm.node.probes`, :mod:`aegis_slurm.node.parse`, the XID catalog
@@ -50,7 +50,8 @@ def iso(epoch: float) -> str:
 _KMSG = re.compile(r"^\d+,\d+,(\d+),[^;]*;")  # /dev/kmsg: prio,seq,usec-since-boot,flags;msg
 _RAW = re.compile(r"^\[\s*(\d+\.\d+)\]")  # dmesg: [  123.456789]
 _CTIME = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # dmesg -T
-_ISO = re.compile(r"^(?:\w+\s*:\w+\s*: )?(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d)")
+_ISO = re.compile(r"^(?:\w+\s*:\w+\s*: )?"  # dmesg --decode prefix "kern  :warn  : "
+                  r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d)")
 _SYSLOG = re.compile(r"^(\w{3} +\d+ \d\d:\d\d:\d\d) ")
 
 
@@ -67,7 +68,8 @@ def line_time(line: str, boot_epoch: float, now: float | None = None) -> float |
         return boot_epoch + float(m.group(1))
     try:
         if m := _CTIME.match(line):
-            return datetime.strptime(" ".join(m.group(1).split()), "%a %b %d %H:%M:%S %Y").timestamp()
+            stamp = " ".join(m.group(1).split())
+            return datetime.strptime(stamp, "%a %b %d %H:%M:%S %Y").timestamp()
         if m := _ISO.match(line):
             return datetime.fromisoformat(m.group(1).replace(",", ".")).timestamp()
         if m := _SYSLOG.match(line):
@@ -85,22 +87,41 @@ def fingerprint(line: str) -> str:
     return hashlib.sha1(line.encode(), usedforsecurity=False).hexdigest()[:16]
 
 
-def new_lines(text: str, seen: set[str]) -> list[str]:
-    """Lines of ``text`` whose fingerprint is not in ``seen`` (``seen`` is updated).
+def new_lines(text: str, seen: list[str], keep: int = 20000) -> tuple[list[str], list[str]]:
+    """(lines of ``text`` whose key is not in ``seen``, updated ``seen`` bounded to ``keep``).
 
     "Since the job started" without trusting any clock: the previous Epilog on this node
     recorded what it had seen, so what is new belongs to the job(s) that ran since.
     """
+    known = set(seen)
+    fresh = [(line, key) for line, key in line_keys(text) if key not in known]
+    return [line for line, _ in fresh], (seen + [key for _, key in fresh])[-keep:]
+
+
+def line_keys(text: str) -> list[tuple[str, str]]:
+    """(line, key) pairs; the key counts repeats, so six identical syslog lines stay six."""
+    nth: dict[str, int] = {}
     out = []
     for line in text.splitlines():
         line = line.strip()
-        if not line:
-            continue
-        fp = fingerprint(line)
-        if fp not in seen:
-            seen.add(fp)
-            out.append(line)
+        if line:
+            fp = fingerprint(line)
+            nth[fp] = nth.get(fp, 0) + 1
+            out.append((line, fp if nth[fp] == 1 else f"{fp}#{nth[fp]}"))
     return out
+
+
+def collapse(signals: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One signal per (signal, device): the first occurrence, with ``count`` when repeated."""
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    for s in signals:
+        key = (s["signal"], str(s.get("pci", "")), str(s.get("peer", "")),
+               str(s.get("iface", "")), str(s.get("port", "")))
+        if key in out:
+            out[key]["count"] = out[key].get("count", 1) + 1
+        else:
+            out[key] = dict(s)
+    return list(out.values())
 
 
 # ---- kernel-log patterns (besides XIDs) ------------------------------------------------------
@@ -130,7 +151,7 @@ PATTERNS: tuple[Pattern, ...] = (
                        r"port state (changed to )?DOWN)")),
     Pattern("nccl_error", DISTRIBUTED,
             re.compile(r"NCCL (WARN|ERROR|error).*?(?:(?:peer|remote|from|to) " + _PEER + r")?$"),
-            3),
+            2),
     Pattern("conn_reset", DISTRIBUTED,
             re.compile(r"[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"), 1),
     Pattern("nfs_timeout", DISTRIBUTED, re.compile(r"nfs: server (\S+) not responding"), 1),
@@ -157,8 +178,7 @@ def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict
         for p in PATTERNS:
             m = p.regex.search(line)
             if m:
-                peer = m.group(p.peer_group) if p.peer_group and m.lastindex and \
-                    p.peer_group <= (m.lastindex or 0) else None
+                peer = m.group(p.peer_group) if p.peer_group else None
                 out.append(sig(p.signal, p.kind, t, line[-200:], peer=peer))
                 break
     return out
@@ -289,7 +309,7 @@ _TAG_RE = re.compile(r"aegis:v1;hw=[^;\s]+(?:;\+\d+)?")
 def make_tag(pairs: list[tuple[str, str]], max_len: int = 120) -> str:
     """``aegis:v1;hw=node1:xid79,node3:ib_link_down`` (what the analytics parse), bounded.
 
-    One pair per node (its first critical signal, else its first distributed one); pairs that do
+    One pair per node (its first critical signal, see :func:`tag_pairs`); pairs that do
     not fit in ``max_len`` are dropped and counted as ``+N``, which the analytics ignore.
     """
     seen: set[str] = set()
@@ -318,15 +338,16 @@ def merge_comment(existing: str, tag: str, max_len: int = 1000) -> str:
 
 
 def tag_pairs(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(node, signal) for the tag: per node its first critical signal, else first distributed."""
+    """(node, signal) for the ``hw=`` tag: each node's first *critical* signal.
+
+    Only critical signals go in: the analytics count any ``hw=`` tag as an infrastructure
+    failure, and Meta's rule (HPCA'25 §V) attributes a FAILED job to hardware only on a critical
+    health check.  Distributed evidence (IB errors, NCCL, NFS timeouts) stays in the spool for
+    ``diagnose``; tagging it would count a user's bug on a noisy node as a hardware failure.
+    """
     pairs = []
     for rec in sorted(records, key=lambda r: str(r.get("node", ""))):
-        sigs = rec.get("signals", [])
-        pick = next((s for s in sigs if s.get("kind") == CRITICAL), None) or \
-            next((s for s in sigs if s.get("kind") == DISTRIBUTED), None)
+        pick = next((s for s in rec.get("signals", []) if s.get("kind") == CRITICAL), None)
         if pick:
             pairs.append((str(rec["node"]), str(pick["signal"])))
-    # critical first: the analytics take the first pair's signal as the cause
-    crit = {(str(r["node"])) for r in records
-            if any(s.get("kind") == CRITICAL for s in r.get("signals", []))}
-    return sorted(pairs, key=lambda p: p[0] not in crit)
+    return pairs

@@ -80,23 +80,55 @@ class DrainPlan:
     detail: str = ""
 
 
+def _limits(guard: dict[str, Any]) -> tuple[timedelta, float, int]:
+    return (timedelta(minutes=float(guard.get("window_minutes", 60))),
+            float(guard.get("max_drained_share", 0.2)), int(guard.get("max_drained_nodes", 10)))
+
+
 def storm_tripped(check: str, me: str, nodes: list[NodeInfo], guard: dict[str, Any],
                   now: datetime) -> tuple[bool, str]:
     """Would draining ``me`` for ``check`` exceed the guard?  Pure.
 
-    Counts other nodes drained by aegis for the same check within ``window_minutes`` (reason
-    timestamp from Slurm), plus this one; trips above ``max_drained_share`` of all nodes or
-    above ``max_drained_nodes``.
+    Share cap: every node *currently* drained by aegis for ``check`` counts, whatever its age
+    (a slow storm is still a storm), plus this one; trips above ``max_drained_share`` of all
+    nodes.  Rate cap: only those drained within ``window_minutes`` (Slurm's reason timestamp;
+    unknown time counts as recent), plus this one; trips above ``max_drained_nodes``.
     """
-    window = timedelta(minutes=float(guard.get("window_minutes", 60)))
-    same = [n for n in nodes if n.name != me and n.drained and n.aegis_check() == check
-            and (n.reason_time is None or now - n.reason_time <= window)]
+    window, share, cap = _limits(guard)
+    same = [n for n in nodes if n.name != me and n.drained and n.aegis_check() == check]
+    recent = [n for n in same if n.reason_time is None or now - n.reason_time <= window]
     total = max(len(nodes), 1)
     would = len(same) + 1
-    share = float(guard.get("max_drained_share", 0.2))
-    cap = int(guard.get("max_drained_nodes", 10))
-    if would > cap or would / total > share:
+    if would / total > share:
         return True, (f"{would}/{total} nodes would be drained for {check} "
+                      f"(limit {share:.0%})")
+    if len(recent) + 1 > cap:
+        return True, (f"{len(recent) + 1} nodes drained for {check} within "
+                      f"{window.total_seconds() / 60:g} min (limit {cap})")
+    return False, ""
+
+
+def storm_overshoot(check: str, me: str, nodes: list[NodeInfo], guard: dict[str, Any],
+                    now: datetime) -> tuple[bool, str]:
+    """After draining ``me``: is ``me`` beyond the guard in the deterministic order?  Pure.
+
+    Prologs failing at the same instant each passed :func:`storm_tripped` before the others
+    drained.  Re-reading the node states afterwards, every one of them ranks the nodes drained by
+    aegis for ``check`` the same way (reason time, then node name) and those ranked beyond the
+    share or rate cap undrain themselves.  ``me`` not drained for ``check`` (an admin changed
+    it meanwhile): nothing to undo.
+    """
+    window, share, cap = _limits(guard)
+    same = sorted((n for n in nodes if n.drained and n.aegis_check() == check),
+                  key=lambda n: (n.reason_time or datetime.min, n.name))
+    names = [n.name for n in same]
+    if me not in names:
+        return False, ""
+    ahead = same[:names.index(me) + 1]  # me and the nodes ranked before me
+    recent = [n for n in ahead if n.reason_time is None or now - n.reason_time <= window]
+    total = max(len(nodes), 1)
+    if len(ahead) / total > share or len(recent) > cap:
+        return True, (f"{me} is #{len(ahead)} of {len(same)}/{total} nodes drained for {check} "
                       f"(limit {cap} nodes, {share:.0%})")
     return False, ""
 

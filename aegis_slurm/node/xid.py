@@ -108,15 +108,38 @@ class XidEvent:
     line: str  # the whole kernel-log line (used as the de-duplication key)
 
 
-# Matches dmesg (-T, --time-format iso, raw), /dev/kmsg records and syslog lines alike.
-_XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)")
+# The kernel-log line prefixes we accept in front of the message (the message itself must *start*
+# with "NVRM: Xid"): a /dev/kmsg record header, a dmesg stamp (raw ``[  12.345]``, ``-T``
+# ``[Sun Feb 23 16:24:18 2025]``, ``--time-format iso``, optionally after the ``--decode``
+# ``kern  :warn  :`` prefix), or a syslog/journal line whose tag is ``kernel:``.  Anchoring
+# matters: the kernel quotes user-controlled text inside other messages (``evil[42]: segfault at
+# ... in NVRM: Xid (...): 79``), and any user can write ``NVRM: Xid`` to syslog under their own
+# tag; neither may look like a critical XID.
+_STAMP = (r"(?:\[\s*\d+\.\d+\]"  # dmesg raw
+          r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\]"  # dmesg -T
+          r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]?\d*(?:[+-]\d\d:?\d\d|Z)?)")  # iso
+_SYSLOG = (r"(?:[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d"  # "Feb 23 16:24:18"
+           r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?)"  # iso
+           r" \S+ kernel: (?:" + _STAMP + r" ?)?")
+_XID_RE = re.compile(
+    r"^(?:\d+,\d+,\d+,[^;]*;"  # /dev/kmsg "pri,seq,usec,flags;"
+    r"|(?:[a-z]+ *:[a-z]+ *: )?(?:" + _STAMP + r" ?)?"  # dmesg [--decode] [stamp]
+    r"|" + _SYSLOG + r")"
+    r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)")
+#: the kernel's reports of user-space crashes quote the user's binary/library names verbatim
+_USER_TEXT = ("segfault at", "traps:")
 
 
 def parse_xids(text: str) -> list[XidEvent]:
-    """All ``NVRM: Xid`` events in a kernel-log text, in order of appearance."""
+    """All ``NVRM: Xid`` events in a kernel-log text, in order of appearance.
+
+    Only lines whose message starts with ``NVRM: Xid`` (after a recognised kmsg/dmesg/syslog
+    prefix) count; lines carrying user-controlled crash reports never do.
+    """
     events = []
     for line in text.splitlines():
-        m = _XID_RE.search(line)
-        if m:
-            events.append(XidEvent(code=int(m.group(2)), pci=m.group(1), line=line.strip()))
+        line = line.strip()
+        m = _XID_RE.match(line)
+        if m and not any(u in line for u in _USER_TEXT):
+            events.append(XidEvent(code=int(m.group(2)), pci=m.group(1), line=line))
     return events

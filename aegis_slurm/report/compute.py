@@ -21,7 +21,6 @@ The rolling r_f series also looks back into the previous month (a 30-day window 
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -224,8 +223,8 @@ def _ettr_planning(rf: float | None, common: dict[str, Any] | None, cluster_node
     # The paper's Fig. 10 asks what the *next* generation of runs needs: a job 8x this
     # cluster's GPU count, at least 16k GPUs.
     map_gpus = max(16384, 8 * cluster_nodes * GPUS_PER_NODE)
-    rf_axis = np.geomspace(0.5e-3, 20e-3, 40)
-    dt_axis = np.geomspace(1.0, 240.0, 48)
+    rf_axis = np.geomspace(0.5e-3, 20e-3, 80)
+    dt_axis = np.geomspace(1.0, 240.0, 96)
     grid = ettr_grid(-(-map_gpus // GPUS_PER_NODE), rf_axis, dt_axis, U0_MIN)
     return {
         "available": True,
@@ -389,7 +388,3 @@ def compute_report(
         "notes": notes,
     }
 
-
-def finite_or_none(v: Any) -> Any:
-    """For templates: None for NaN/inf."""
-    return None if isinstance(v, float) and not math.isfinite(v) else v

@@ -17,6 +17,7 @@ import matplotlib
 import matplotlib.dates as mdates
 import numpy as np
 from matplotlib.figure import Figure  # a bare Figure renders through Agg; pyplot is never used
+from matplotlib.ticker import MaxNLocator
 
 # Okabe & Ito (2008), the colour-blind-safe qualitative palette.
 OI = {
@@ -83,6 +84,11 @@ def fig_end_states(r: dict[str, Any]) -> Result:
         ax.set_title(title)
         ax.set_xlim(0, max(vals) * 1.25 + 1)
     a2.set_yticklabels([])
+    infra = next((c for c in r["taxonomy"]["by_category"] if c["category"] == "infra_failure"),
+                 None)
+    if infra is not None:  # the paper's "HW" slice: rare by count, heavy in GPU-hours
+        fig.suptitle(f"Infrastructure failures: {100 * infra['run_share']:.2f}% of runs, "
+                     f"{100 * (infra['gpu_hour_share'] or 0):.1f}% of GPU-hours", fontsize=9)
     return fig
 
 
@@ -221,11 +227,12 @@ def fig_ettr_map(r: dict[str, Any]) -> Result:
     z = np.array(m["ettr"])
     fig, ax = _fig(6.5, 4.0)
     mesh = ax.pcolormesh(dt, rf, z, cmap="cividis", vmin=0, vmax=1, shading="auto")
-    cs = ax.contour(dt, rf, z, levels=[0.5, 0.7, 0.8, 0.9, 0.95], colors="white", linewidths=0.9)
+    cs = ax.contour(dt, rf, z, levels=[0.5, 0.7, 0.8, 0.9, 0.95], colors="black", linewidths=0.8)
     ax.clabel(cs, fmt="%.2f", fontsize=7)
     ax.axhline(p["rf_per_node_day"] * 1000, color=OI["orange"], ls="--", lw=1.5)
-    ax.text(dt[0] * 1.1, p["rf_per_node_day"] * 1000 * 1.08, "this month's r_f",
-            color=OI["orange"], fontsize=8)
+    ax.text(dt[0] * 1.1, p["rf_per_node_day"] * 1000 * 1.08,
+            f"this month's r_f ({p['rf_per_node_day'] * 1000:.2f})", color="black", fontsize=8,
+            bbox={"facecolor": "white", "edgecolor": OI["orange"], "pad": 1.5})
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("checkpoint interval Δt_cp (minutes)")
@@ -301,6 +308,7 @@ def fig_drains(r: dict[str, Any]) -> Result:
     ax.set_yticks(y, [x["check"] for x in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, max(x["drains"] for x in rows) * 1.4)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("drains")
     ax.set_title("Nodes drained by the aegis Prolog, by check")
     return fig

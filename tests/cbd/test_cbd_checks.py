@@ -123,6 +123,40 @@ def test_gpu_processes_left_behind(h100_text):
     assert checks.gpu_processes(smi(bad), {"gpu_processes_allowed": True}).state == "skip"
 
 
+def test_gpu_processes_and_heat_judged_only_on_the_jobs_gpus(h100_text):
+    # job A runs on GPU0 (minor number 0, hot, with a process); job B's Prolog gets GPUs 2,3
+    proc = ("Processes\n"
+            "        GPU instance ID                   : N/A\n"
+            "        Compute instance ID               : N/A\n"
+            "        Process ID                        : 424242\n"
+            "        Type                              : C\n"
+            "        Name                              : python\n"
+            "        Used GPU Memory                   : 30000 MiB")
+    busy = edit_gpu(h100_text.replace(": Active", ": Not Active"), 0,
+                    "Processes                             : None", proc)
+    busy = edit_gpu(busy, 0, r"GPU Current Temp                  : \d+ C",
+                    "GPU Current Temp                  : 91 C")
+    q = smi(busy)
+    job_b = {**H100, "gpu_scope": "job", "job_gpus": ["2", "3"]}
+    assert checks.gpu_processes(q, job_b).state == "pass"
+    assert checks.clocks_thermal(q, job_b).state == "pass"
+    job_a = {**H100, "gpu_scope": "job", "job_gpus": ["0", "1"]}
+    v = checks.gpu_processes(q, job_a)
+    assert (v.state, v.evidence) == ("fail", "leftover GPU0 pids 424242 (job GPUs 0,1)")
+    assert checks.clocks_thermal(q, job_a).state == "fail"
+    # by UUID (CUDA_VISIBLE_DEVICES may hold UUIDs); a job without GPUs judges none
+    uuid0 = q.gpus[0]["GPU UUID"]
+    assert checks.gpu_processes(q, {**job_a, "job_gpus": [uuid0]}).state == "fail"
+    assert checks.gpu_processes(q, {**job_a, "job_gpus": []}).state == "skip"
+    # healthcheck on a node that may be running jobs: processes not judged, heat only warns
+    hc = {**H100, "gpu_scope": "busy"}
+    assert checks.gpu_processes(q, hc).state == "skip"
+    v = checks.clocks_thermal(q, hc)
+    assert v.state == "warn" and "GPU0 91C > 85C" in v.evidence
+    idle = {**H100, "gpu_scope": "node"}
+    assert checks.gpu_processes(q, idle).state == checks.clocks_thermal(q, idle).state == "fail"
+
+
 def test_nvlink_recorded_healthy_and_inactive():
     good = parse_nvlink_status(fixture_text("gpud/nvidia-smi.nvlink.status.a100"))
     assert len(good) == 8 and all(len(g.links) == 12 for g in good)
@@ -143,6 +177,37 @@ def test_xid_catalog_on_recorded_dmesg():
     assert {e.code for e in app} == {13, 43}
     assert checks.xid_events(app, {}).state == "pass"
     assert checks.xid_events(gsp, {"xid_ignore": [119]}).state == "pass"
+
+
+def test_xid_recorded_dmesg_formats_still_parse():
+    # every NVRM: Xid line of the recorded real logs is found, whatever the dmesg format
+    for rel in ("gpud/dmesg-with-xid-119.log", "gpud/dmesg.decode.iso.log"):
+        text = fixture_text(rel)
+        want = [line.strip() for line in text.splitlines() if "NVRM: Xid" in line]
+        assert want and [e.line for e in xidcat.parse_xids(text)] == want
+    # the same real message behind each prefix we accept
+    msg = "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has fallen off the bus."
+    for prefix in ("4,3990,306764307,-;", "[  206.764307] ", "[Sun Feb 23 16:30:00 2025] ",
+                   "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 ",
+                   "Feb 23 16:30:00 gpu001 kernel: ", "Feb 23 16:30:00 gpu001 kernel: [ 206.7] ",
+                   "2025-02-23T16:30:00.123456+00:00 gpu001 kernel: ", ""):
+        (ev,) = xidcat.parse_xids(prefix + msg)
+        assert (ev.code, ev.pci) == (79, "0000:3b:00"), prefix
+
+
+def test_xid_user_controlled_text_is_not_an_xid():
+    # the kernel quotes a crashing user binary's/library's names verbatim
+    segv = ("6,5012,912345678,-;evil[4242]: segfault at 0 ip 00007f1c2a3b4c5d sp 00007ffd1e2f3a40 "
+            "error 4 in NVRM: Xid (PCI:0000:3b:00): 79, pwn.so[7f1c2a3b0000+5000]")
+    traps = ("[ 812.123456] traps: NVRM: Xid (PCI:0000:3b:00): 79,[4242] trap invalid opcode "
+             "ip:401000 sp:7ffd error:0 in a.out[401000+1000]")
+    # any user can log this under their own syslog tag, or in the middle of a message
+    forged = ["Feb 23 16:30:00 gpu001 alice: NVRM: Xid (PCI:0000:3b:00): 79, x",
+              "[  206.764307] evil: NVRM: Xid (PCI:0000:3b:00): 79, x",
+              "4,3990,306764307,-;audit: comm=\"NVRM: Xid (PCI:0000:3b:00): 79,\""]
+    for line in (segv, traps, *forged):
+        assert xidcat.parse_xids(line) == [], line
+    assert checks.xid_events(xidcat.parse_xids(segv + "\n" + traps), {}).state == "pass"
 
 
 def test_xid_catalog_disagreements_resolved():
@@ -193,6 +258,8 @@ def test_memory_and_services_and_time():
 
 def test_disk_space():
     assert checks.disk_space({"/tmp": (50, 100)}, {}).state == "pass"
+    v = checks.disk_space({"/tmp": (50, 100), "/scratch": "does not exist"}, {})
+    assert (v.state, v.evidence) == ("fail", "/scratch: does not exist")
     v = checks.disk_space({"/tmp": (2, 100), "/scratch": (90, 100)}, {"disk_min_free_pct": 5})
     assert (v.state, v.evidence) == ("fail", "/tmp 2.0% free (< 5%)")
 

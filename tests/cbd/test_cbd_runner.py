@@ -283,3 +283,136 @@ def test_pci_links_against_recorded_gcm_manifest(cfg, tmp_path):
     assert v.state == "fail"
     assert f"{manifest['pci'][nvsw]['dev']} x1 < x2" in v.evidence
     assert f"({gone}) missing" in v.evidence
+
+
+def test_disk_space_missing_path_fails_through_the_child(cfg, tmp_path):
+    # a configured path that does not exist is a failure, not a silent skip
+    gone = tmp_path / "scratch-not-mounted"
+    cfg["expect"].update(disk_paths=[str(tmp_path), str(gone)], disk_min_free_pct=0)
+    v = by_check(cbd.run(cfg, "n1", only=["disk_space"]))["disk_space"]
+    assert v.state == "fail" and f"{gone}: does not exist" in v.evidence
+    cfg["expect"].update(disk_paths=[str(gone)])
+    assert by_check(cbd.run(cfg, "n1", only=["disk_space"]))["disk_space"].state == "fail"
+
+
+def test_abandoned_probe_cannot_write_a_verdict_after_the_deadline(cfg, monkeypatch):
+    # nvidia-smi hangs past its timeout and is abandoned; it answers (healthy) while the runner
+    # is still turning results into verdicts: the late answer must not become a pass
+    cfg["runtime"]["probe_timeout_s"] = 0.2
+    cfg["expect"]["gpus"] = 8
+    release = threading.Event()
+
+    def hung(ctx):
+        release.wait(60)
+        return H100_Q.read_text()
+
+    def parse_meminfo_then_let_the_hung_probe_finish(raw, st):
+        release.set()
+        probe = next(t for t in threading.enumerate() if t.name == "probe-nvidia_smi_q")
+        probe.join(30)
+        assert not probe.is_alive()
+        return cbd.parse.parse_meminfo(raw)
+
+    mem = next(s for s in cbd.SPECS if s.name == "memory")
+    gpu = next(s for s in cbd.SPECS if s.name == "gpu_count")
+    monkeypatch.setattr(cbd, "SPECS", [
+        cbd.Spec("memory", "meminfo", parse_meminfo_then_let_the_hung_probe_finish, mem.check),
+        gpu])
+    v = by_check(cbd.run(cfg, "n1", overrides={"nvidia_smi_q": hung}))
+    assert v["gpu_count"].state == "probe_error" and "hung" in v["gpu_count"].evidence
+
+
+def _started(child, name: str) -> None:
+    """Wait until ``child`` has exec'd ``name`` (its comm shows it)."""
+    comm = Path(f"/proc/{child.pid}/comm")
+    for _ in range(1000):
+        if comm.read_text().strip() == name:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(f"{name} did not start: {comm.read_text()!r}")
+
+
+def test_services_counts_only_root_processes(cfg, tmp_path):
+    # a real process named like the daemon, but owned by an unprivileged user
+    import subprocess
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="aegis-svc-", dir="/tmp"))
+    name = "aegis-fakesvc"  # <= 15 chars: the whole name fits in comm
+    try:
+        d.chmod(0o755)
+        fake = d / name
+        fake.symlink_to("/bin/sleep")
+        cfg["expect"]["services"] = [name]
+        child = subprocess.Popen([str(fake), "30.577"], user="nobody")
+        try:
+            _started(child, name)
+            v = by_check(cbd.run(cfg, "n1", only=["services"]))["services"]
+            assert (v.state, v.evidence) == ("fail", f"not running: {name}")
+        finally:
+            child.kill()
+            child.wait()
+        child = subprocess.Popen([str(fake), "30.578"])  # the same, as root (we run as root)
+        try:
+            _started(child, name)
+            v = by_check(cbd.run(cfg, "n1", only=["services"]))["services"]
+            assert v.state == "pass", (v, Path(f"/proc/{child.pid}/status").read_text()[:300])
+        finally:
+            child.kill()
+            child.wait()
+    finally:
+        for p in d.iterdir():
+            p.unlink()
+        d.rmdir()
+
+
+def test_slurm_conf_default_applies_only_to_later_node_lines():
+    conf = ("NodeName=cpu[01-02] CPUs=64\n"
+            "NodeName=DEFAULT Gres=gpu:h100:8 CPUs=96\n"
+            "NodeName=gpu[001-004]\n"
+            "NodeName=gpu005 Gres=gpu:h100:4\n"
+            "NodeName=DEFAULT Gres=gpu:a100:2\n"
+            "NodeName=old[1-2]\n"
+            "NodeName=DEFAULT CPUs=8\n"  # no Gres: the gpu default stays
+            "NodeName=late1\n")
+    count = config.slurm_gpu_count
+    assert count(conf, "cpu01") is None  # the DEFAULT below it does not apply
+    assert count(conf, "gpu003") == 8
+    assert count(conf, "gpu005") == 4
+    assert count(conf, "old2") == 2
+    assert count(conf, "late1") == 2
+    assert count(conf, "elsewhere") is None
+
+
+def test_state_files_private_and_not_followed(cfg, tmp_path):
+    import stat
+
+    state_dir = tmp_path / "state"
+    host_dir = state_dir / "n1"
+    host_dir.mkdir(parents=True)
+    host_dir.chmod(0o755)  # e.g. created by an older version, or by hand
+    with cbd.node_state(state_dir, "n1") as st:
+        st["x"] = 1
+    mode = lambda p: stat.S_IMODE(os.lstat(p).st_mode)  # noqa: E731
+    assert mode(host_dir) == 0o700
+    assert mode(host_dir / "state.json") == mode(host_dir / "state.lock") == 0o600
+    # a planted symlink is never followed: not for the lock, not for the state file
+    victim = tmp_path / "victim"
+    (host_dir / "state.lock").unlink()
+    (host_dir / "state.lock").symlink_to(victim)
+    try:
+        with cbd.node_state(state_dir, "n1"):
+            raise AssertionError("opened a symlinked lock")
+    except OSError:
+        pass
+    assert not victim.exists()
+    (host_dir / "state.lock").unlink()
+    victim.write_text('{"planted": true}')
+    (host_dir / "state.json").unlink()
+    (host_dir / "state.json").symlink_to(victim)
+    with cbd.node_state(state_dir, "n1") as st:
+        assert "planted" not in st
+        st["y"] = 2
+    assert victim.read_text() == '{"planted": true}'
+    assert not (host_dir / "state.json").is_symlink()
+    assert mode(host_dir / "state.json") == 0o600

@@ -11,7 +11,7 @@ import sys
 from datetime import datetime
 from pathlib import Path
 
-from aegis_slurm.node import prolog, slurm
+from aegis_slurm.node import probes, prolog, slurm
 from aegis_slurm.node.verdict import Verdict
 
 from ._fixtures import H100_Q, drop_gpu
@@ -89,15 +89,49 @@ def test_plan_drain_and_storm_guard():
     plan = slurm.plan_drain([FAIL_GPU, xid], "node1", slurm.parse_scontrol_nodes(
         nodes_text(two)), GUARD, NOW)
     assert (plan.action, plan.check) == ("drain", "xid")
-    # drains older than the window don't count; admin drains never count
-    old = [(n, s, r, "2026-11-21T10:00:00") for n, s, r, _ in two]
-    assert slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(old)),
-                            GUARD, NOW).action == "drain"
+    # admin drains never count
     assert slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(
         [("node2", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"),
          ("node3", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"), healthy[0],
          *healthy[3:]])),
         GUARD, NOW).action == "drain"
+
+
+def test_share_cap_counts_old_aegis_drains_slow_storm():
+    # a slow storm: two nodes drained for gpu_count hours ago are still drained; a third would
+    # be 3/8 > 25%, whatever their age (the window only applies to the absolute rate cap)
+    slow = [(f"node{i}", "IDLE", "", "") for i in range(1, 9)]
+    slow[1] = ("node2", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-20T10:00:00")
+    slow[2] = ("node3", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T10:00:00")
+    plan = slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(slow)),
+                            GUARD, NOW)
+    assert plan.action == "storm" and "3/8 nodes would be drained" in plan.detail
+    # rate cap: at most 2 per hour (share not limiting); old drains do not count for it
+    rate = {"max_drained_share": 1.0, "max_drained_nodes": 2, "window_minutes": 60}
+    nodes = slurm.parse_scontrol_nodes(nodes_text(slow))
+    assert slurm.plan_drain([FAIL_GPU], "node1", nodes, rate, NOW).action == "drain"
+    recent = [(n, s, r, "2026-11-21T18:10:00" if r else "") for n, s, r, _ in slow]
+    plan = slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(recent)),
+                            rate, NOW)
+    assert plan.action == "storm" and "3 nodes drained for gpu_count within 60 min" in plan.detail
+
+
+def test_storm_overshoot_ranks_by_reason_time_then_name():
+    # three Prologs passed the guard at the same instant and all drained: 3/8 > 25%.
+    # Everyone re-reads the same states and ranks (reason time, name): node5 is third.
+    spec = [(f"node{i}", "IDLE", "", "") for i in range(1, 9)]
+    for n in ("node7", "node5"):
+        spec[int(n[-1]) - 1] = (n, "MIXED+DRAIN", "aegis: gpu_count: y", "2026-11-21T18:29:59")
+    spec[1] = ("node2", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T18:29:58")
+    spec[2] = ("node3", "IDLE+DRAIN", "admin: not ours", "2026-11-21T18:29:00")
+    nodes = slurm.parse_scontrol_nodes(nodes_text(spec))
+    assert slurm.storm_overshoot("gpu_count", "node2", nodes, GUARD, NOW) == (False, "")
+    assert slurm.storm_overshoot("gpu_count", "node5", nodes, GUARD, NOW)[0] is False
+    over, why = slurm.storm_overshoot("gpu_count", "node7", nodes, GUARD, NOW)
+    assert over and "node7 is #3 of 3/8" in why
+    # a node no longer drained by aegis for that check has nothing to undo
+    assert not slurm.storm_overshoot("xid", "node7", nodes, GUARD, NOW)[0]
+    assert not slurm.storm_overshoot("gpu_count", "node3", nodes, GUARD, NOW)[0]
 
 
 def test_should_resume_hysteresis_and_ownership():
@@ -119,18 +153,22 @@ def test_update_passes_resets_on_non_pass():
     assert st["passes"]["gpu_count"] == 0
 
 
-def test_run_hook_without_slurm_leaves_drain_to_prolog_exit(cfg, tmp_path, monkeypatch):
-    # no scontrol reachable: exit 1 (Slurm drains "Prolog error" and requeues), metric written
+def test_run_hook_without_slurm_fails_open_and_alerts(cfg, tmp_path, monkeypatch):
+    # no scontrol reachable: the drain-storm guard cannot be evaluated -> do not drain, exit 0
+    # (Slurm would otherwise drain "Prolog error", bypassing the guard), alert metric written
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     cfg["expect"]["gpus"] = 8
     broken = drop_gpu(H100_Q.read_text(), 2)
     rc = prolog.run_hook("prolog", cfg, "node7", overrides={"nvidia_smi_q": lambda c: broken})
-    assert rc == prolog.EXIT_REQUEUE
+    assert rc == 0
     st = json.loads((tmp_path / "state" / "node7" / "state.json").read_text())
     assert {"check": "gpu_count", "state": "fail", "evidence": "7 GPUs visible, 8 expected",
             "internal": False} in st["last"]["verdicts"]
+    assert st["counters"]["guard_unavailable"] == 1 and "drains" not in st["counters"]
     prom = (tmp_path / "prom" / "aegis_cbd_node7.prom").read_text()
     assert 'aegis_cbd_verdict{check="gpu_count",state="fail",profile="light"} 1' in prom
+    assert 'aegis_cbd_drain_guard_unavailable{check="gpu_count"} 1' in prom
+    assert "aegis_cbd_guard_unavailable_total 1" in prom
     # healthy run -> 0, and HCP mode never returns non-zero
     ok = H100_Q.read_text()
     assert prolog.run_hook("prolog", cfg, "node7", {"nvidia_smi_q": lambda c: ok}) == 0
@@ -138,17 +176,128 @@ def test_run_hook_without_slurm_leaves_drain_to_prolog_exit(cfg, tmp_path, monke
                            {"nvidia_smi_q": lambda c: broken}) == 0
 
 
-def _run_prolog(cfg_text: str, tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess:
+def test_xid_stays_new_until_its_drain_happened(cfg, tmp_path, monkeypatch):
+    # slurmctld unreachable: the critical XID was not acted on, so the next run judges it again
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    line = "4,3990,306764307,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."
+    ov = {"kernel_log": lambda c: line + "\n"}
+    for _ in range(2):
+        prolog.run_hook("healthcheck", cfg, "node8", overrides=ov)
+        st = json.loads((tmp_path / "state" / "node8" / "state.json").read_text())
+        xid = next(v for v in st["last"]["verdicts"] if v["check"] == "xid")
+        assert xid["state"] == "fail" and "Xid 79" in xid["evidence"]
+        assert st.get("xid_seen", []) == [] and len(st["xid_pending"]) == 1
+    # a run whose kernel-log read fails must not mark the earlier pending lines seen
+
+    def unreadable(ctx):
+        raise probes.ProbeFailed("kmsg: EPERM")
+
+    prolog.run_hook("healthcheck", cfg, "node8", overrides={"kernel_log": unreadable})
+    prolog.run_hook("healthcheck", cfg, "node8", overrides=ov)
+    st = json.loads((tmp_path / "state" / "node8" / "state.json").read_text())
+    assert next(v for v in st["last"]["verdicts"] if v["check"] == "xid")["state"] == "fail"
+    # an XID whose policy does not drain is acted on by logging it: seen, not repeated
+    cfg["policy"]["xid"] = {"fail": "alert", "resume": False}
+    prolog.run_hook("healthcheck", cfg, "node8", overrides=ov)
+    prolog.run_hook("healthcheck", cfg, "node8", overrides=ov)
+    st = json.loads((tmp_path / "state" / "node8" / "state.json").read_text())
+    assert next(v for v in st["last"]["verdicts"] if v["check"] == "xid")["state"] == "pass"
+    assert len(st["xid_seen"]) == 1
+
+
+WRAPPER = Path(__file__).resolve().parents[2] / "prolog" / "aegis-prolog"
+
+
+def _run_prolog(cfg_text: str, tmp_path: Path, timeout: float = 60, wrapper: Path = WRAPPER,
+                **extra: str) -> subprocess.CompletedProcess:
     conf = tmp_path / "cbd.toml"
     conf.write_text(cfg_text)
-    env = {**os.environ, "AEGIS_CBD_CONFIG": str(conf), "SLURMD_NODENAME": "node5",
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")},
+           "AEGIS_CBD_CONFIG": str(conf), "SLURMD_NODENAME": "node5",
            "SLURM_JOB_ID": "42", "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
            # never reach the live test cluster from a unit test
            "SLURM_CONF": str(tmp_path / "no-slurm.conf"),
-           "PATH": "/usr/bin:/bin"}
-    wrapper = Path(__file__).resolve().parents[2] / "prolog" / "aegis-prolog"
+           "PATH": "/usr/bin:/bin", **extra}
     return subprocess.run(["/bin/sh", str(wrapper)], env=env, capture_output=True, text=True,
                           timeout=timeout, check=False)
+
+
+def test_wrapper_fails_open_when_python_fails_before_main(tmp_path):
+    # Slurm drains on ANY non-zero Prolog exit: an interpreter that cannot import aegis (here
+    # the system python3, which has no aegis_slurm), or no interpreter at all, must exit 0
+    state = tmp_path / "state"
+    cfgtext = f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = ""\nsyslog = false\n'
+    for py, code in (("/usr/bin/python3", 1), (str(tmp_path / "no-such-python"), 127)):
+        r = _run_prolog(cfgtext, tmp_path, AEGIS_PYTHON=py)
+        assert r.returncode == 0, r.stderr
+        assert f"aegis-prolog: {py} exited {code} (aegis failure, not a node fault)" in r.stderr
+    assert "No module named 'aegis_slurm'" in _run_prolog(
+        cfgtext, tmp_path, AEGIS_PYTHON="/usr/bin/python3").stderr
+    assert not state.exists()  # nothing ran
+
+
+def test_bad_mode_is_an_internal_error_not_a_drain(tmp_path):
+    state = tmp_path / "state"
+    r = _run_prolog(f'[runtime]\nstate_dir = "{state}"\nsyslog = false\n', tmp_path,
+                    AEGIS_MODE="healthchek")
+    assert r.returncode == 0, r.stderr
+    assert "internal error" in r.stderr and "invalid choice" in r.stderr
+    assert (state / "node5" / "internal_errors").read_text() == "1"
+
+
+def test_symlinked_wrapper_finds_the_install_venv(tmp_path):
+    # /usr/local/sbin/aegis-prolog -> <install>/prolog/aegis-prolog: dirname "$0" alone would
+    # miss <install>/.venv and fall back to python3 on PATH (no aegis_slurm there)
+    link = tmp_path / "sbin" / "aegis-prolog"
+    link.parent.mkdir()
+    link.symlink_to(WRAPPER)
+    state = tmp_path / "state"
+    r = _run_prolog(f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = ""\nsyslog = false\n',
+                    tmp_path, wrapper=link)
+    assert r.returncode == 0, r.stderr
+    assert "exited" not in r.stderr
+    last = json.loads((state / "node5" / "state.json").read_text())["last"]
+    assert last["mode"] == "prolog" and last["rc"] == 0
+
+
+def test_gpu_scope_from_the_prolog_environment(cfg, tmp_path, monkeypatch):
+    # job B's Prolog on a shared node: job A's process on GPU0 is not B's business
+    from ._fixtures import edit_gpu
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    cfg["expect"]["gpus"] = 8
+    proc = ("Processes\n"
+            "        GPU instance ID                   : N/A\n"
+            "        Compute instance ID               : N/A\n"
+            "        Process ID                        : 31337\n"
+            "        Type                              : C\n"
+            "        Name                              : python\n"
+            "        Used GPU Memory                   : 30000 MiB")
+    busy = edit_gpu(H100_Q.read_text(), 0, "Processes                             : None", proc)
+    ov = {"nvidia_smi_q": lambda c: busy}
+
+    def verdict(mode: str) -> dict:
+        prolog.run_hook(mode, cfg, "node9", overrides=ov)
+        st = json.loads((tmp_path / "state" / "node9" / "state.json").read_text())
+        return next(v for v in st["last"]["verdicts"] if v["check"] == "gpu_processes")
+
+    monkeypatch.setenv("SLURM_JOB_GPUS", "2,3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # SLURM_JOB_GPUS wins
+    assert verdict("prolog")["state"] == "pass"
+    monkeypatch.delenv("SLURM_JOB_GPUS")
+    v = verdict("prolog")
+    assert v["state"] == "fail" and "GPU0 pids 31337" in v["evidence"]
+    # HealthCheckProgram with Slurm's default HealthCheckNodeState=ANY: node may be busy
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("HealthCheckProgram=/opt/aegis-slurm/prolog/aegis-prolog\n")
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    assert verdict("healthcheck")["state"] == "skip"
+    conf.write_text("HealthCheckNodeState=IDLE,CYCLE\n")
+    assert verdict("healthcheck")["state"] == "fail"
+    # and by default a leftover process alerts, it does not drain
+    fail = prolog.Verdict("gpu_processes", "fail", "leftover GPU0 pids 31337")
+    acts = prolog.actions_for([fail], cfg)
+    assert not acts["drain"] and acts["alert"] == [fail]
 
 
 def test_internal_error_exits_zero_and_is_counted(tmp_path):

@@ -51,11 +51,23 @@ DEFAULT_HOOKS: dict[str, str] = {
 SLURMD_CONFIG_READ = "CPU frequency setting not configured"
 
 
+#: Modules whose tests read the session's scenario jobs run first, on a cluster no other test
+#: has disturbed yet (killed slurmds, swapped hooks).  Seen once: after the Epilog tests, the
+#: scenario job whose srun step exits 3 was recorded with DerivedExitCode 0:0 instead of 3:0.
+_SCENARIO_MODULES = ("test_testbed.py", "test_ingest_real.py", "test_report_real.py")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.path)).parents:
             item.add_marker(pytest.mark.slurm)
+
+    def first_scenarios(item: pytest.Item) -> int:
+        path = Path(str(item.path))
+        return 0 if here not in path.parents or path.name in _SCENARIO_MODULES else 1
+
+    items.sort(key=first_scenarios)  # stable: keeps the order within each group
 
 
 def _unavailable(message: str) -> None:
@@ -288,7 +300,10 @@ class SlurmCluster:
             time.sleep(0.2)
         for node in stale:
             pid = self.slurmd_pid(node)
-            os.kill(pid, signal.SIGTERM)
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:  # a slurmd a NODE_FAIL test killed: "start" revives it
+                continue
             while Path(f"/proc/{pid}").exists():  # slurmd needs 1-2 s to exit
                 time.sleep(0.1)
         self.script("start")

@@ -53,7 +53,7 @@ class Site:
         self.hook.chmod(self.hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
     def write(self, broken: list[str], *, default_broken: bool = False, share: float = 0.3,
-              resume_after: int = 3) -> None:
+              resume_after: int = 3, xid: list[str] | None = None) -> None:
         default = self.broken if default_broken else self.healthy
         lines = [
             "[runtime]", f'state_dir = "{self.state}"', f'textfile_dir = "{self.tmp}/prom"',
@@ -67,6 +67,12 @@ class Site:
         for node in broken:
             lines += ["[[nodetype]]", f'match = ["{node}"]',
                       f'probes = {{ nvidia_smi_q = ["cat", "{self.broken}"] }}']
+        for node in xid or []:  # a real XID 79 kmsg record in this node's kernel log
+            kmsg = self.tmp / f"kmsg.{node}"
+            kmsg.write_text("4,3990,306764307,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, "
+                            "GPU has fallen off the bus.\n")
+            lines += ["[[nodetype]]", f'match = ["{node}"]',
+                      f'probes = {{ kernel_log = ["cat", "{kmsg}"] }}']
         self.config.write_text("\n".join(lines) + "\n")
 
     def healthcheck(self, cluster: SlurmCluster, node: str) -> subprocess.CompletedProcess[str]:
@@ -74,6 +80,15 @@ class Site:
         env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURMD_NODENAME": node,
                "SLURM_CONF": cluster.env["SLURM_CONF"], "AEGIS_MODE": "healthcheck"}
         return subprocess.run([str(self.hook)], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
+
+    def prolog(self, cluster: SlurmCluster, node: str,
+               **env: str) -> subprocess.CompletedProcess[str]:
+        """What slurmd does for Prolog= (job id and context set), without a job."""
+        full = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURMD_NODENAME": node,
+                "SLURM_CONF": cluster.env["SLURM_CONF"], "SLURM_JOB_ID": "999999",
+                "SLURM_SCRIPT_CONTEXT": "prolog_slurmd", **env}
+        return subprocess.run([str(self.hook)], env=full, capture_output=True, text=True,
                               timeout=60, check=False)
 
     def last(self, node: str) -> dict:
@@ -213,3 +228,37 @@ def test_nohold_on_prolog_fail_requeues_without_hold(slurm_cluster, site):
     finally:
         c.conf.write_text(original)
         c.run(["scontrol", "reconfigure"])
+
+
+def test_wrapper_exit_codes_prolog_mode(slurm_cluster, site):
+    """A real critical fail gives Slurm exit 1 (drain + requeue); a broken interpreter gives 0."""
+    c = slurm_cluster
+    site.write(broken=["node3", "node5"])
+    r = site.prolog(c, "node3")
+    assert r.returncode == 1, r.stderr
+    state, reason = _wait_node(c, "node3", lambda s, r: "drain" in s)
+    assert "drain" in state and reason.startswith("aegis: gpu_count:")
+    assert site.last("node3")["last"]["rc"] == 1
+    # another broken node, but python cannot import aegis: fail open, nothing drained
+    r = site.prolog(c, "node5", AEGIS_PYTHON="/usr/bin/python3")
+    assert r.returncode == 0 and "exited 1 (aegis failure" in r.stderr
+    assert "drain" not in _node(c, "node5")[0]
+
+
+def test_xid_marked_seen_only_after_its_drain(slurm_cluster, site):
+    c = slurm_cluster
+    # 2 of 8 already drained by aegis for xid: a third would be 3/8 > 30% -> guard holds
+    for n in ("node1", "node2"):
+        c.run(["scontrol", "update", f"nodename={n}", "state=drain",
+               "reason=aegis: xid: Xid 79 on 0000:1b:00"])
+    site.write(broken=[], xid=["node6"])
+    assert site.healthcheck(c, "node6").returncode == 0
+    st = site.last("node6")
+    assert st["counters"]["storm_guard_trips"] == 1 and "drain" not in _node(c, "node6")[0]
+    assert not st.get("xid_seen") and st["xid_pending"]  # not acted on: judged again
+    c.run(["scontrol", "update", "nodename=node1,node2", "state=resume"])
+    assert site.healthcheck(c, "node6").returncode == 0
+    state, reason = _wait_node(c, "node6", lambda s, r: "drain" in s)
+    assert "drain" in state and reason.startswith("aegis: xid: Xid 79 on 0000:3b:00"), reason
+    st = site.last("node6")
+    assert len(st["xid_seen"]) == 1 and not st.get("xid_pending")

@@ -1,0 +1,183 @@
+"""Durable per-node spool of Epilog records: JSON lines, atomic, private, bounded.  Stdlib only.
+
+Layout: ``<spool_dir>/<node>/signals.jsonl`` plus rotated ``signals.jsonl.1`` ..
+``signals.jsonl.<keep>`` (per node name: several slurmds may share one filesystem).
+
+Durability: a write never appends in place.  Under an exclusive flock the writer builds the new
+file content (old lines + the new record) in a fresh temp file (``O_EXCL``, mode 0600), fsyncs
+it, ``rename``\\ s it over ``signals.jsonl`` and fsyncs the directory; only then does
+:func:`append` return (the record is *acknowledged*).  rename is atomic, so a reader or a
+``kill -9`` at any instant sees either the old complete file or the new complete file, never a
+partial line, and an acknowledged record is on disk.  Leftover temp files of a killed writer are
+removed by the next writer (under the lock) and ignored by readers.
+
+Bounded: when the file would exceed ``max_bytes`` it is rotated first (``.1`` -> ``.2`` ...,
+the oldest beyond ``keep`` is dropped), so a node never holds more than about
+``(keep + 1) * max_bytes``.  The rewrite costs O(max_bytes) per job end, a few ms at 1 MiB.
+Directories are 0700 and files 0600 (records may name users' jobs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+FILE = "signals.jsonl"
+TMP_MARK = ".tmp."
+
+
+def _key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (str(rec.get("cluster", "")), str(rec.get("job_id", "")), str(rec.get("run", "")),
+            str(rec.get("node", "")))
+
+
+def _mkdir_private(d: Path) -> None:
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if d.stat().st_mode & 0o077:
+        d.chmod(0o700)
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def node_dir(spool_dir: str | os.PathLike[str], node: str) -> Path:
+    if not node or "/" in node or node in (".", ".."):
+        raise ValueError(f"bad node name {node!r}")
+    return Path(spool_dir) / node
+
+
+def append(spool_dir: str | os.PathLike[str], record: dict[str, Any], *,
+           max_bytes: int = 1 << 20, keep: int = 4) -> Path:
+    """Durably add ``record`` (must have ``node``); a record with the same (cluster, job_id, run,
+    node) replaces the older one (an Epilog re-run is idempotent).  Returns the file path."""
+    root = Path(spool_dir)
+    _mkdir_private(root)
+    d = node_dir(root, str(record["node"]))
+    _mkdir_private(d)
+    line = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
+    path = d / FILE
+    lock_fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock_fd, fcntl.LOCK_EX)
+        for stale in d.glob(FILE + TMP_MARK + "*"):  # a killed writer's leftovers
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        kept: list[str] = []
+        with contextlib.suppress(FileNotFoundError):
+            key = _key(record)
+            for old in path.read_text(errors="replace").splitlines(keepends=True):
+                try:
+                    if _key(json.loads(old)) == key:
+                        continue
+                except ValueError:
+                    pass  # not ours to judge; keep the bytes as they are
+                kept.append(old)
+        size = sum(len(x.encode()) for x in kept)
+        if kept and size + len(line.encode()) > max_bytes:
+            _rotate(d, keep)
+            kept = []
+        tmp = d / f"{FILE}{TMP_MARK}{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, "".join([*kept, line]).encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        _fsync_dir(d)
+    finally:
+        os.close(lock_fd)  # releases the flock
+    return path
+
+
+def _rotate(d: Path, keep: int) -> None:
+    """signals.jsonl -> .1 -> .2 ... -> .keep; the oldest falls off."""
+    have = sorted((int(f.name[len(FILE) + 1:]) for f in d.glob(FILE + ".*")
+                   if f.name[len(FILE) + 1:].isdigit()), reverse=True)
+    for i in have:
+        if i >= keep:
+            (d / f"{FILE}.{i}").unlink()
+        else:
+            os.replace(d / f"{FILE}.{i}", d / f"{FILE}.{i + 1}")
+    if keep > 0:
+        os.replace(d / FILE, d / f"{FILE}.1")
+    _fsync_dir(d)
+
+
+def spool_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
+    """Every spool file under ``paths`` (a spool root, a node directory, or a file)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_file():
+            out.append(p)
+            continue
+        for f in sorted(p.rglob(FILE + "*")):
+            suffix = f.name[len(FILE):]
+            if f.is_file() and (suffix == "" or suffix[1:].isdigit()):
+                out.append(f)
+    return out
+
+
+def read_records(paths: list[str | os.PathLike[str]],
+                 errors: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """All records in the spool files under ``paths``.  Unreadable lines go to ``errors``."""
+    for f in spool_files(paths):
+        try:
+            text = f.read_text(errors="replace")
+        except OSError as e:
+            if errors is not None:
+                errors.append(f"{f}: {e.strerror}")
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                if errors is not None:
+                    errors.append(f"{f}:{n}: not JSON")
+                continue
+            if isinstance(rec, dict) and rec.get("node") and rec.get("job_id") is not None:
+                yield rec
+            elif errors is not None:
+                errors.append(f"{f}:{n}: not an aegis record")
+
+
+def tail_records(node_dir: str | os.PathLike[str], nbytes: int = 1 << 16) -> list[dict[str, Any]]:
+    """Records in the last ``nbytes`` of a node's current file (the newest ones), cheaply.
+
+    For the slurmctld side, which polls many nodes' spools for the run that just ended: a
+    record of that run is the last line written, so the tail is enough and a 1 MiB file is not
+    re-read on every poll.  A first partial line of the tail is skipped.
+    """
+    path = Path(node_dir) / FILE
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - nbytes))
+            data = f.read()
+    except OSError:
+        return []
+    lines = data.decode("utf-8", "replace").splitlines()
+    if size > nbytes and lines:
+        lines = lines[1:]
+    out = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and rec.get("node"):
+            out.append(rec)
+    return out
