@@ -186,7 +186,7 @@ def convert(
         ).alias("n_nodes"),
     )
 
-    reason = _rejection_reason(frame, present)
+    reason = _rejection_reason(present)
     frame = frame.with_columns(reason.alias("_reject"))
     rejected_lines = frame.filter(pl.col("_reject").is_not_null()).select("_line", "_reject")
     rejected = Counter(dict(rejected_lines.get_column("_reject").value_counts().iter_rows()))
@@ -280,7 +280,7 @@ def _gpus(alloc_tres: pl.Expr) -> pl.Expr:
     return pl.coalesce(untyped, typed, pl.lit(0)).cast(pl.Int32)
 
 
-def _rejection_reason(frame: pl.DataFrame, present: set[str]) -> pl.Expr:
+def _rejection_reason(present: set[str]) -> pl.Expr:
     """The first rule a record breaks, as a human-readable reason (null when it is fine)."""
     rules: list[tuple[pl.Expr, pl.Expr]] = [
         (pl.col("_jobid").is_null() | (pl.col("_jobid") == ""), pl.lit("missing job id")),

@@ -1,12 +1,15 @@
 """Split ``sacct --parsable``/``--parsable2`` text into records of raw string fields.
 
-The fast path is vectorized in polars: every line whose delimiter count matches the header is split
-at once.  Only the rare broken lines go through Python, where two repairs are tried:
+Text is read in pieces cut only before complete records (``iter_pieces``).  A clean piece (every
+line has the right field count) is split by polars' CSV reader in one pass (``read_clean_piece``).
+Otherwise the piece goes line by line: lines with the right count are still split vectorized, and
+only the broken ones reach Python, where two repairs are tried:
 
 * a record broken by a newline inside a free-text field (``--parsable`` marks record ends with a
-  trailing delimiter; otherwise consecutive short lines are rejoined until the count fits);
-* a delimiter inside a free-text field (``|`` in a job name): the surplus is given back to each
-  free-text field in turn and the repair is kept only if exactly one choice yields a valid record.
+  trailing delimiter; otherwise adjacent lines that cannot start a record are rejoined);
+* a delimiter inside free-text fields (``|`` in a job name): every placement of the surplus
+  among the free-text fields is tried, and the repair is kept only if exactly one yields a valid
+  record (property-tested: a kept record is never a wrong guess).
 
 Anything else is rejected with a reason.  Nothing is dropped silently.
 """

@@ -69,7 +69,8 @@ def open_store(store: Path) -> Path:
     return store
 
 
-def _month_of(frame: pl.DataFrame) -> pl.Expr:
+def _month_of() -> pl.Expr:
+    """The partition month of a run: its Submit month (UTC), which never changes for a run."""
     when = pl.coalesce("submit_time", "eligible_time", "start_time", "end_time")
     return when.dt.strftime("%Y-%m").fill_null("unknown")
 
@@ -101,7 +102,7 @@ class RunWriter:
         incoming = runs.drop("run_index", strict=False).with_columns(
             pl.lit(self.now, dtype=pl.Datetime("us", "UTC")).alias(_INGESTED)
         )
-        incoming = incoming.with_columns(_month_of(incoming).alias("_month"))
+        incoming = incoming.with_columns(_month_of().alias("_month"))
         months = incoming.get_column("_month").unique().to_list()
         parts = (
             {(months[0],): incoming}
