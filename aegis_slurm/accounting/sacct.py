@@ -19,11 +19,6 @@ from aegis_slurm.accounting import pyslurm_backend
 from aegis_slurm.accounting import store as store_mod
 from aegis_slurm.accounting.fields import LIVE_FIELDS
 from aegis_slurm.accounting.ingest import IngestReport, commit, parse_export, parse_records
-from aegis_slurm.accounting.pyslurm_backend import (
-    choose_backend,
-    installed_slurm_version,
-    pyslurm_version,
-)
 
 DELIMITER = ";|;"
 #: A window is complete once its end is this far in the past (records reach slurmdbd late).
@@ -99,7 +94,9 @@ def ingest_sacct(
     now = now or datetime.now(UTC)
     backend, why = ("sacct", "pyslurm disabled")
     if use_pyslurm:
-        backend, why = choose_backend(installed_slurm_version(sacct), pyslurm_version())
+        backend, why = pyslurm_backend.choose_backend(
+            pyslurm_backend.installed_slurm_version(sacct), pyslurm_backend.pyslurm_version()
+        )
     known = available_fields(sacct)
     fields = [f for f in LIVE_FIELDS if f in known]
     done = store_mod.fetched_windows(store_path)
