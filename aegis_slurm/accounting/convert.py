@@ -7,16 +7,20 @@ rule names the rejection reason; steps are counted as skipped, not rejected.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import polars as pl
 
 from aegis_slurm.accounting.fields import TIME_FIELDS
-from aegis_slurm.accounting.hostlists import expand_series
+from aegis_slurm.accounting.hostlists import HostlistCache, expand_series
 from aegis_slurm.accounting.schema import ENDED_STATES, RUN_SCHEMA, STATES
 
-#: Earliest and latest believable timestamps (Slurm prints 0/INFINITE as Unknown).
-_MIN_YEAR, _MAX_YEAR = 1995, 2100
+#: Earliest believable timestamp and the first unbelievable one (Slurm prints 0/INFINITE as
+#: Unknown): years 1995 to 2100.
+_EARLIEST = datetime(1995, 1, 1, tzinfo=UTC)
+_TOO_LATE = datetime(2101, 1, 1, tzinfo=UTC)
 _DURATION = r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$"
 _JOBID = r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?$"
 _NULL_TOKENS = ("", "Unknown", "None", "(null)")
@@ -36,8 +40,12 @@ def convert(
     source: str,
     cluster: str = "",
     source_tz: str = "UTC",
+    hostlist_cache: HostlistCache | None = None,
 ) -> Converted:
-    """Type, validate and normalise raw records (one String column per sacct field)."""
+    """Type, validate and normalise raw records (one String column per sacct field).
+
+    Pass one ``hostlist_cache`` to every piece of an export so each node list is expanded once.
+    """
     present = set(records.columns)
 
     def raw(name: str) -> pl.Expr:
@@ -99,30 +107,7 @@ def convert(
         ).alias("job_id_raw"),
     )
 
-    # Times: ISO local time as sacct prints it (interpreted in source_tz) or epoch seconds.
-    # All four in one pass, so polars parses the columns in parallel.
-    parsed_times, bad_times = [], []
-    for name in TIME_FIELDS:
-        value = raw(name)
-        is_null = value.is_null() | value.is_in(_NULL_TOKENS)
-        epoch = pl.from_epoch(value.cast(pl.Int64, strict=False), "s").dt.replace_time_zone(
-            "UTC"
-        )
-        iso = value.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
-        if source_tz == "UTC":
-            iso = iso.dt.replace_time_zone("UTC")
-        else:
-            iso = iso.dt.replace_time_zone(
-                source_tz, ambiguous="earliest", non_existent="null"
-            ).dt.convert_time_zone("UTC")
-        # Epoch seconds (SLURM_TIME_FORMAT=%s) only where ISO parsing failed.
-        parsed = pl.when(is_null).then(None).otherwise(
-            pl.coalesce(iso, epoch.dt.cast_time_unit("us"))
-        )
-        parsed_times.append(parsed.alias(f"{name.lower()}_time"))
-        column = pl.col(f"{name.lower()}_time")
-        bad_times.append((~is_null & column.is_null()).alias(f"_bad_{name}"))
-    frame = frame.with_columns(parsed_times).with_columns(bad_times)
+    frame = _parse_times(frame, present, raw, source_tz)
 
     frame = frame.with_columns(
         text("ExitCode").alias("_exit"),
@@ -168,7 +153,7 @@ def convert(
         ).alias("timelimit_s"),
         text("NodeList").alias("_nodelist_raw"),
     )
-    nodes, bad_nodes = expand_series(frame.get_column("_nodelist_raw"))
+    nodes, bad_nodes = expand_series(frame.get_column("_nodelist_raw"), hostlist_cache)
     frame = frame.with_columns(
         nodes.alias("nodes"),
         bad_nodes.alias("_bad_nodelist"),
@@ -186,11 +171,16 @@ def convert(
         ).alias("n_nodes"),
     )
 
-    reason = _rejection_reason(present)
-    frame = frame.with_columns(reason.alias("_reject"))
-    rejected_lines = frame.filter(pl.col("_reject").is_not_null()).select("_line", "_reject")
+    # Every rule is a cheap boolean over all records; the reason text (a long when/then chain)
+    # is built only for the few records that broke one.
+    rules = _rejection_rules(present)
+    frame = frame.with_columns(pl.any_horizontal(c for c, _ in rules).alias("_bad"))
+    rejected_lines = (
+        frame.filter(pl.col("_bad"))
+        .select("_line", _first_reason(rules).alias("_reject"))
+    )
     rejected = Counter(dict(rejected_lines.get_column("_reject").value_counts().iter_rows()))
-    good = frame.filter(pl.col("_reject").is_null())
+    good = frame.filter(~pl.col("_bad"))
 
     runs = good.select(
         pl.lit(cluster).alias("cluster") if "Cluster" not in present
@@ -246,14 +236,59 @@ def _by_distinct_value(frame: pl.DataFrame, column: str, *exprs: pl.Expr) -> pl.
     string once is what keeps a 4M-record ingest within seconds.
     """
     derived = frame.select(pl.col(column).unique().drop_nulls()).with_columns(*exprs)
-    keys = derived.get_column(column)
-    return frame.with_columns(
-        pl.col(column)
-        .replace_strict(keys, derived.get_column(name), default=None, return_dtype=dtype)
-        .alias(name)
-        for name, dtype in derived.schema.items()
-        if name != column
-    )
+    # Join only the key column: joining the whole frame would copy every other column too.
+    looked_up = frame.select(column).join(derived, on=column, how="left", maintain_order="left")
+    return frame.with_columns(looked_up.drop(column))
+
+
+def _parse_times(
+    frame: pl.DataFrame, present: set[str], raw: Callable[[str], pl.Expr], source_tz: str
+) -> pl.DataFrame:
+    """Submit/Eligible/Start/End -> UTC datetimes in ``<name>_time``, plus ``_bad_<Name>`` flags.
+
+    sacct prints ISO local time (read in ``source_tz``), or epoch seconds under
+    ``SLURM_TIME_FORMAT=%s``; Unknown/None and the like are null, anything else is bad.  Epoch
+    parsing runs only for columns where ISO parsing left something unread.
+    """
+    iso_parsed, null_tokens = [], []
+    for name in TIME_FIELDS:
+        value = raw(name)
+        # cache=False: timestamps are mostly distinct, so polars' parse cache only costs.
+        iso = value.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False,
+                                 cache=False)
+        if source_tz == "UTC":
+            iso = iso.dt.replace_time_zone("UTC")
+        else:
+            iso = iso.dt.replace_time_zone(
+                source_tz, ambiguous="earliest", non_existent="null"
+            ).dt.convert_time_zone("UTC")
+        iso_parsed.append(iso.alias(f"{name.lower()}_time"))
+        null_tokens.append((value.is_null() | value.is_in(_NULL_TOKENS)).alias(f"_null_{name}"))
+    frame = frame.with_columns(*iso_parsed, *null_tokens)
+    unread = {
+        name: ~pl.col(f"_null_{name}") & pl.col(f"{name.lower()}_time").is_null()
+        for name in TIME_FIELDS
+    }
+    counts = frame.select(expr.sum().alias(name) for name, expr in unread.items()).row(0)
+    epoch_columns = []
+    for name, count in zip(TIME_FIELDS, counts, strict=True):
+        if not count or name not in present:
+            continue
+        column = f"{name.lower()}_time"
+        epoch = (
+            pl.from_epoch(raw(name).cast(pl.Int64, strict=False), "s")
+            .dt.replace_time_zone("UTC")
+            .dt.cast_time_unit("us")
+        )
+        epoch_columns.append(
+            pl.when(pl.col(f"_null_{name}"))
+            .then(None)
+            .otherwise(pl.coalesce(pl.col(column), epoch))
+            .alias(column)
+        )
+    if epoch_columns:
+        frame = frame.with_columns(epoch_columns)
+    return frame.with_columns(unread[name].alias(f"_bad_{name}") for name in TIME_FIELDS)
 
 
 def _duration_seconds(parts: pl.Expr) -> pl.Expr:
@@ -280,8 +315,8 @@ def _gpus(alloc_tres: pl.Expr) -> pl.Expr:
     return pl.coalesce(untyped, typed, pl.lit(0)).cast(pl.Int32)
 
 
-def _rejection_reason(present: set[str]) -> pl.Expr:
-    """The first rule a record breaks, as a human-readable reason (null when it is fine)."""
+def _rejection_rules(present: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
+    """``(broken, reason)`` pairs, in the order a record's reason is chosen; never null."""
     rules: list[tuple[pl.Expr, pl.Expr]] = [
         (pl.col("_jobid").is_null() | (pl.col("_jobid") == ""), pl.lit("missing job id")),
         (
@@ -302,8 +337,7 @@ def _rejection_reason(present: set[str]) -> pl.Expr:
         col = pl.col(f"{name.lower()}_time")
         rules.append(
             (
-                col.is_not_null()
-                & ((col.dt.year() < _MIN_YEAR) | (col.dt.year() > _MAX_YEAR)),
+                col.is_not_null() & ((col < _EARLIEST) | (col >= _TOO_LATE)),
                 pl.lit(f"impossible timestamp in {name}"),
             )
         )
@@ -320,19 +354,24 @@ def _rejection_reason(present: set[str]) -> pl.Expr:
         ),
         (
             pl.col("ElapsedRaw").cast(pl.Int64, strict=False).is_null()
-            & (pl.col("ElapsedRaw").str.strip_chars() != "")
+            & pl.col("ElapsedRaw").str.contains(r"\S")
             if "ElapsedRaw" in present else pl.lit(False),
             pl.lit("malformed ElapsedRaw"),
         ),
         (
             pl.col("NNodes").cast(pl.Int64, strict=False).is_null()
-            & (pl.col("NNodes").str.strip_chars() != "")
+            & pl.col("NNodes").str.contains(r"\S")
             if "NNodes" in present else pl.lit(False),
             pl.lit("malformed NNodes"),
         ),
         (pl.col("_bad_nodelist"), pl.lit("malformed NodeList")),
     ]
+    return [(condition.fill_null(False), why) for condition, why in rules]
+
+
+def _first_reason(rules: list[tuple[pl.Expr, pl.Expr]]) -> pl.Expr:
+    """The first rule a record breaks, as a human-readable reason (null when it is fine)."""
     expr = pl.when(rules[0][0]).then(rules[0][1])
     for condition, why in rules[1:]:
-        expr = expr.when(condition.fill_null(False)).then(why)
+        expr = expr.when(condition).then(why)
     return expr.otherwise(pl.lit(None, dtype=pl.String))

@@ -8,6 +8,8 @@ Equivalence with python-hostlist is property-tested.
 
 from __future__ import annotations
 
+import threading
+
 import hostlist
 import polars as pl
 
@@ -34,17 +36,56 @@ def expand_one(node_list: str | None) -> list[str]:
         raise HostlistError(f"bad hostlist {node_list!r}: {exc}") from exc
 
 
-def expand_series(node_lists: pl.Series) -> tuple[pl.Series, pl.Series]:
+def expand_series(
+    node_lists: pl.Series, cache: HostlistCache | None = None
+) -> tuple[pl.Series, pl.Series]:
     """Expand every hostlist in ``node_lists``.
 
     Returns ``(nodes, bad)``: a ``list[str]`` series aligned with the input and a boolean series
-    marking values that are not valid hostlists (their ``nodes`` is an empty list).
+    marking values that are not valid hostlists (their ``nodes`` is an empty list).  With a
+    ``cache``, only hostlists it has not seen yet are expanded.
     """
-    uniq = (
-        pl.DataFrame({"node_list": node_lists.fill_null("")})
-        .unique(maintain_order=True)
-        .with_row_index("u")
-    )
+    keys = pl.DataFrame({"node_list": node_lists.fill_null("")})
+    if cache is None:
+        table = expansion_table(keys.get_column("node_list").unique())
+    else:
+        table = cache.table_for(keys.get_column("node_list"))
+    joined = keys.join(table, on="node_list", how="left", maintain_order="left")
+    return joined.get_column("nodes"), joined.get_column("bad")
+
+
+class HostlistCache:
+    """Expansions already made, shared by the pieces of one ingest (thread-safe).
+
+    A cluster's history repeats the same node lists millions of times (every single-node job on
+    one of a few thousand nodes), so expanding each distinct list once per ingest instead of once
+    per piece removes most of the expansion work.  Bounded: past ``max_entries`` distinct lists
+    new ones are still expanded, just no longer kept.
+    """
+
+    def __init__(self, max_entries: int = 200_000) -> None:
+        self.max_entries = max_entries
+        self._table = expansion_table(pl.Series("node_list", [], pl.String))
+        self._lock = threading.Lock()
+
+    def table_for(self, node_lists: pl.Series) -> pl.DataFrame:
+        """An expansion table (node_list, nodes, bad) covering every value of ``node_lists``."""
+        known = self._table  # replaced, never mutated: safe to read without the lock
+        seen = node_lists.is_in(known.get_column("node_list").implode())
+        if seen.all():
+            return known
+        fresh = expansion_table(node_lists.filter(~seen).unique())
+        with self._lock:
+            if self._table.height + fresh.height <= self.max_entries:
+                self._table = pl.concat([self._table, fresh]).unique(
+                    "node_list", keep="first", maintain_order=True
+                )
+        return pl.concat([known, fresh])
+
+
+def expansion_table(distinct: pl.Series) -> pl.DataFrame:
+    """``node_list -> (nodes, bad)`` for distinct hostlist strings."""
+    uniq = pl.DataFrame({"node_list": distinct}).with_row_index("u")
     groups = (
         uniq.filter(~pl.col("node_list").is_in(_NO_NODES))
         .with_columns(pl.col("node_list").str.extract_all(_GROUP).alias("group"))
@@ -135,11 +176,8 @@ def expand_series(node_lists: pl.Series) -> tuple[pl.Series, pl.Series]:
         # python-hostlist (and Slurm) never lists a host twice.
         .agg(pl.col("name").unique(maintain_order=True).alias("nodes"))
     )
-    table = uniq.join(names, on="u", how="left").with_columns(
+    return uniq.join(names, on="u", how="left").select(
+        "node_list",
         pl.col("nodes").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.col("u").is_in(list(bad_u)).alias("bad"),
     )
-    joined = pl.DataFrame({"node_list": node_lists.fill_null("")}).join(
-        table.select("node_list", "nodes", "bad"), on="node_list", how="left", maintain_order="left"
-    )
-    return joined.get_column("nodes"), joined.get_column("bad")

@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import io
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import polars as pl
 
 from aegis_slurm.accounting import store as store_mod
 from aegis_slurm.accounting.convert import convert
 from aegis_slurm.accounting.fields import REQUIRED, REQUIRED_ANY_ID, record_is_plausible
+from aegis_slurm.accounting.hostlists import HostlistCache
 from aegis_slurm.accounting.parse_json import parse_json_export
+from aegis_slurm.accounting.parse_stream import NotClean, can_stream, iter_clean_batches
 from aegis_slurm.accounting.parse_text import (
     ExportFormatError,
+    Layout,
     detect_layout,
     iter_pieces,
     read_clean_piece,
@@ -31,6 +34,8 @@ from aegis_slurm.accounting.schema import empty_runs
 CHUNK_BYTES = 32 << 20
 #: Pieces parsed at once (two cores on the reference machine).
 PIECES_IN_FLIGHT = 2
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -92,7 +97,8 @@ def parse_export(
     chunk_bytes: int = CHUNK_BYTES,
     trailing: bool | None = None,
     sink: Callable[[pl.DataFrame], None] | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int | None, int], None] | None = None,
+    hostlist_cache: HostlistCache | None = None,
 ) -> Parsed:
     """Parse one export (parsable, parsable2 or JSON) into typed runs plus a full account.
 
@@ -106,29 +112,23 @@ def parse_export(
     report = IngestReport(sources=[source])
     rejected_rows: list[dict[str, Any]] = []
     typed: list[pl.DataFrame] = []
+    convert_options = _ConvertOptions(source, cluster, source_tz, hostlist_cache or HostlistCache())
 
-    def deliver(runs: pl.DataFrame) -> None:
-        if sink is None:
-            typed.append(runs)
-        else:
-            sink(runs)
-
-    head = stream.read(1 << 16)
-    stream.seek(0)
-    if head.lstrip()[:1] == b"{":
+    layout = _text_layout(stream, fields=fields, delimiter=delimiter, trailing=trailing)
+    if layout is _JSON:
         records, n_jobs = parse_json_export(stream.read())
         report.rows_read = n_jobs
         if records.height < n_jobs:
             report.rejected_by_reason["JSON job entry is not an object"] += n_jobs - records.height
-        deliver(_convert_into(records, report, rejected_rows, source=source, cluster=cluster,
-                              source_tz=source_tz))
-    elif head.strip():
-        first_line = stream.readline().decode("utf-8", errors="replace")
-        stream.seek(0)
-        layout = detect_layout(first_line, fields=fields, delimiter=delimiter, trailing=trailing)
-        _check_required(layout.fields)
+        runs = _convert_into(records, report, rejected_rows, convert_options)
+        if sink is None:
+            typed.append(runs)
+        else:
+            sink(runs)
+    elif layout is not None:
 
-        def work(piece: bytes, first_line_no: int) -> _PieceResult:
+        def work(item: tuple[bytes, int]) -> _PieceResult:
+            piece, first_line_no = item
             part = IngestReport()
             rejected: list[dict[str, Any]] = []
             split = read_clean_piece(piece, layout, first_line_no)
@@ -138,41 +138,146 @@ def parse_export(
                                       first_line_no=first_line_no)
                 if invalid_utf8:
                     part.recovered_by_reason["invalid UTF-8 replaced with U+FFFD"] += invalid_utf8
-            del piece
+            del piece, item
             part.rows_read = split.rows_read
             part.rejected_by_reason.update(split.rejected)
             part.recovered_by_reason.update(split.recovered)
             rejected.extend({"source": source, **s} for s in split.rejected_samples)
-            runs = _convert_into(split.records, part, rejected, source=source, cluster=cluster,
-                                 source_tz=source_tz)
-            if sink is not None:
-                sink(runs)  # thread-safe (RunWriter.add)
-                return part, rejected, None
-            return part, rejected, runs
+            return _finish_piece(split.records, part, rejected, convert_options, sink)
 
-        # Two pieces in flight: polars releases the GIL, so one piece's Python work (cutting,
-        # checks, repairs) overlaps another's vectorized work.  Results merge in file order.
-        with ThreadPoolExecutor(max_workers=PIECES_IN_FLIGHT) as pool:
-            pending: deque[Future[_PieceResult]] = deque()
-            for piece, first_line_no in iter_pieces(stream, layout, record_is_plausible,
-                                                    chunk_bytes):
-                pending.append(pool.submit(work, piece, first_line_no))
-                del piece
-                while len(pending) >= PIECES_IN_FLIGHT:
-                    _merge(report, rejected_rows, typed, pending.popleft().result())
-                    if progress:
-                        progress(stream.tell(), report.rows_read)
-            while pending:
+        _run_in_file_order(
+            iter_pieces(stream, layout, record_is_plausible, chunk_bytes),
+            work,
+            report,
+            rejected_rows,
+            typed,
+            progress=(lambda: progress(stream.tell(), report.rows_read)) if progress else None,
+        )
+    return _parsed(report, rejected_rows, typed)
+
+
+def parse_clean_file(
+    path: Path,
+    layout: Layout,
+    *,
+    source: str,
+    cluster: str = "",
+    source_tz: str = "UTC",
+    sink: Callable[[pl.DataFrame], None] | None = None,
+    progress: Callable[[int | None, int], None] | None = None,
+    hostlist_cache: HostlistCache | None = None,
+) -> Parsed:
+    """``parse_export`` for a file that is clean (see ``parse_stream``); raises ``NotClean``.
+
+    On ``NotClean`` some batches may already have gone to ``sink``: the caller must drop them.
+    """
+    report = IngestReport(sources=[source])
+    rejected_rows: list[dict[str, Any]] = []
+    typed: list[pl.DataFrame] = []
+    convert_options = _ConvertOptions(source, cluster, source_tz, hostlist_cache or HostlistCache())
+
+    def work(records: pl.DataFrame) -> _PieceResult:
+        return _finish_piece(records, IngestReport(rows_read=records.height), [],
+                             convert_options, sink)
+
+    _run_in_file_order(
+        iter_clean_batches(path, layout),
+        work,
+        report,
+        rejected_rows,
+        typed,
+        progress=(lambda: progress(None, report.rows_read)) if progress else None,
+    )
+    return _parsed(report, rejected_rows, typed)
+
+
+_PieceResult = tuple["IngestReport", list[dict[str, Any]], pl.DataFrame | None]
+
+
+@dataclass(frozen=True)
+class _ConvertOptions:
+    source: str
+    cluster: str
+    source_tz: str
+    hostlist_cache: HostlistCache
+
+
+#: ``_text_layout``'s answer for a JSON export.
+_JSON = Layout(fields=(), delimiter="", trailing=False, has_header=False)
+
+
+def _text_layout(
+    stream: BinaryIO,
+    *,
+    fields: Sequence[str] | None,
+    delimiter: str | None,
+    trailing: bool | None,
+) -> Layout | None:
+    """The export's text layout, ``_JSON`` for ``sacct --json`` output, None when it is empty."""
+    head = stream.read(1 << 16)
+    stream.seek(0)
+    if head.lstrip()[:1] == b"{":
+        return _JSON
+    if not head.strip():
+        return None
+    first_line = stream.readline().decode("utf-8", errors="replace")
+    stream.seek(0)
+    layout = detect_layout(first_line, fields=fields, delimiter=delimiter, trailing=trailing)
+    _check_required(layout.fields)
+    return layout
+
+
+def _finish_piece(
+    records: pl.DataFrame,
+    part: IngestReport,
+    rejected: list[dict[str, Any]],
+    options: _ConvertOptions,
+    sink: Callable[[pl.DataFrame], None] | None,
+) -> _PieceResult:
+    """Convert one piece's records; its runs go to ``sink`` (thread-safe) or come back."""
+    runs = _convert_into(records, part, rejected, options)
+    if sink is not None:
+        sink(runs)
+        return part, rejected, None
+    return part, rejected, runs
+
+
+def _run_in_file_order(
+    items: Iterable[T],
+    work: Callable[[T], _PieceResult],
+    report: IngestReport,
+    rejected_rows: list[dict[str, Any]],
+    typed: list[pl.DataFrame],
+    progress: Callable[[], None] | None,
+) -> None:
+    """Run ``work`` on every piece, two at a time, and merge the results in file order.
+
+    Two pieces in flight: polars releases the GIL, so one piece's Python work (cutting, checks,
+    repairs) overlaps another's vectorized work.  An exception from ``items`` or ``work`` ends
+    the run once the pieces in flight are done.
+    """
+    with ThreadPoolExecutor(max_workers=PIECES_IN_FLIGHT) as pool:
+        pending: deque[Future[_PieceResult]] = deque()
+        for item in items:
+            pending.append(pool.submit(work, item))
+            del item
+            while len(pending) >= PIECES_IN_FLIGHT:
                 _merge(report, rejected_rows, typed, pending.popleft().result())
                 if progress:
-                    progress(stream.tell(), report.rows_read)
+                    progress()
+        while pending:
+            _merge(report, rejected_rows, typed, pending.popleft().result())
+            if progress:
+                progress()
+
+
+def _parsed(
+    report: IngestReport, rejected_rows: list[dict[str, Any]], typed: list[pl.DataFrame]
+) -> Parsed:
     runs = pl.concat(typed, how="vertical_relaxed", rechunk=False) if typed else empty_runs()
     report.rows_rejected = sum(report.rejected_by_reason.values())
     report.rows_skipped = sum(report.skipped_by_reason.values())
     return Parsed(runs, report, rejected_rows)
-
-
-_PieceResult = tuple["IngestReport", list[dict[str, Any]], pl.DataFrame | None]
 
 
 def _merge(
@@ -204,8 +309,8 @@ def parse_records(
     """Type raw sacct-field records from another backend (pyslurm) with the same rules."""
     report = IngestReport(sources=[source], rows_read=records.height)
     rejected_rows: list[dict[str, Any]] = []
-    runs = _convert_into(records, report, rejected_rows, source=source, cluster=cluster,
-                         source_tz=source_tz)
+    runs = _convert_into(records, report, rejected_rows,
+                         _ConvertOptions(source, cluster, source_tz, HostlistCache()))
     if sink is not None:
         sink(runs)
         runs = empty_runs()
@@ -218,13 +323,12 @@ def _convert_into(
     records: pl.DataFrame,
     report: IngestReport,
     rejected_rows: list[dict[str, Any]],
-    *,
-    source: str,
-    cluster: str,
-    source_tz: str,
+    options: _ConvertOptions,
 ) -> pl.DataFrame:
     """Convert raw records, adding their rejections and skips to ``report``."""
-    converted = convert(records, source=source, cluster=cluster, source_tz=source_tz)
+    source = options.source
+    converted = convert(records, source=source, cluster=options.cluster,
+                        source_tz=options.source_tz, hostlist_cache=options.hostlist_cache)
     report.rejected_by_reason.update(converted.rejected)
     report.skipped_by_reason.update({k: v for k, v in converted.skipped.items() if v})
     if converted.rejected_lines is not None and converted.rejected_lines.height:
@@ -263,26 +367,34 @@ def ingest_files(
     writer = store_mod.RunWriter(Path(store))
     total = IngestReport(store=str(writer.store))
     rejected: list[dict[str, Any]] = []
+    hostlist_cache = HostlistCache()  # node lists repeat across files too
     try:
-        for path in paths:
-            size = Path(path).stat().st_size
+        for path in map(Path, paths):
+            size = path.stat().st_size
 
-            def tell(done: int, records: int, path: Path | str = path, size: int = size) -> None:
+            def tell(done: int | None, records: int, path: Path = path, size: int = size) -> None:
                 if progress:
-                    progress(f"{path}: {done / 2**20:,.0f}/{size / 2**20:,.0f} MB, "
-                             f"{records:,} records")
+                    read = f"{done / 2**20:,.0f}/" if done is not None else ""
+                    progress(f"{path}: {read}{size / 2**20:,.0f} MB, {records:,} records")
 
+            options: dict[str, Any] = {
+                "source": str(path), "cluster": cluster, "source_tz": source_tz,
+                "sink": writer.add, "progress": tell, "hostlist_cache": hostlist_cache,
+            }
+            parsed = None
             with open(path, "rb") as stream:
-                parsed = parse_export(
-                    stream,
-                    source=str(path),
-                    fields=fields,
-                    delimiter=delimiter,
-                    cluster=cluster,
-                    source_tz=source_tz,
-                    sink=writer.add,
-                    progress=tell,
-                )
+                layout = _text_layout(stream, fields=fields, delimiter=delimiter, trailing=None)
+            if layout not in (None, _JSON) and can_stream(path, layout):
+                savepoint = writer.savepoint()
+                try:
+                    parsed = parse_clean_file(path, layout, **options)
+                except NotClean as why:
+                    writer.rollback(savepoint)
+                    if progress:
+                        progress(f"{path}: {why}; reading it line by line")
+            if parsed is None:
+                with open(path, "rb") as stream:
+                    parsed = parse_export(stream, fields=fields, delimiter=delimiter, **options)
             total.add(parsed.report)
             rejected.extend(parsed.rejected_rows)
     except BaseException:

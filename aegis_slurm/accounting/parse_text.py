@@ -181,11 +181,11 @@ def read_clean_piece(
     if body.count(delim) != n_lines * expected:
         return None
     records = _read_clean_piece(
-        body, layout, _unique_columns(names), False, first_line_no + (1 if skip_header else 0)
+        body, layout, unique_columns(names), False, first_line_no + (1 if skip_header else 0)
     )
     if records is None or records.height != n_lines:
         return None
-    last = "_trailing" if layout.trailing else _unique_columns(names)[-1]
+    last = "_trailing" if layout.trailing else unique_columns(names)[-1]
     if records.get_column(last).null_count():
         return None
     if layout.trailing:
@@ -222,7 +222,7 @@ def split_records(
     if layout.trailing:
         ok = ok & pl.col(_LINE_COLUMN).str.ends_with(delim)
     frame = frame.with_columns(ok.alias("_ok"))
-    unique_names = _unique_columns(names)
+    unique_names = unique_columns(names)
     good = frame.filter(pl.col("_ok"))
     body = pl.col(_LINE_COLUMN)
     if layout.trailing:
@@ -345,7 +345,7 @@ def _read_clean_piece(
     return records.with_row_index("_line", offset=first_data_line)
 
 
-def _unique_columns(names: Sequence[str]) -> list[str]:
+def unique_columns(names: Sequence[str]) -> list[str]:
     """Column names for the split frame; a repeated field (gcm appends End) gets a suffix."""
     seen: Counter[str] = Counter()
     out = []

@@ -8,6 +8,7 @@ Layout of a store directory::
     ingest_log.jsonl                 one report per ingest
     rejected/<stamp>.jsonl           every rejected record with its line number and reason
 
+Text columns hold "" as null on disk (see ``_EMPTY_AS_NULL``); ``load_runs`` gives "" back.
 A run's month comes from its Submit time, which never changes for a given run, so re-ingesting a
 run always lands in the same partition and de-duplication stays local to one file.
 """
@@ -20,6 +21,7 @@ import tempfile
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,15 @@ _INGESTED = "_ingested_at"
 _STORED_SCHEMA = {k: v for k, v in RUN_SCHEMA.items() if k != "run_index"} | {
     _INGESTED: pl.Datetime("us", "UTC")
 }
+
+
+#: Text columns are never null in the table, so "" is stored as null and restored on read: the
+#: Parquet writer spends ~20 ms per column chunk of empty strings (most comment and FailedNode
+#: columns), which was a fifth of a large ingest's encoding time.
+_TEXT_COLUMNS = [name for name, dtype in RUN_SCHEMA.items() if dtype == pl.String()]
+_EMPTY_AS_NULL = [
+    pl.when(pl.col(name) != "").then(pl.col(name)).alias(name) for name in _TEXT_COLUMNS
+]
 
 
 class StoreError(RuntimeError):
@@ -118,7 +129,25 @@ class RunWriter:
                 files.append(path)
             part.drop("_month").select(list(_STORED_SCHEMA)).cast(
                 _STORED_SCHEMA  # type: ignore[arg-type]
-            ).write_parquet(path, compression="zstd", compression_level=1, statistics=True)
+            ).with_columns(_EMPTY_AS_NULL).write_parquet(
+                path, compression="zstd", compression_level=1, statistics=True
+            )
+
+    def savepoint(self) -> dict[str, int]:
+        """Where staging stands now, for ``rollback``."""
+        with self._lock:
+            return {month: len(files) for month, files in self.staged.items()}
+
+    def rollback(self, savepoint: dict[str, int]) -> None:
+        """Drop every part staged after ``savepoint`` (no ``add`` may be running)."""
+        with self._lock:
+            for month, files in list(self.staged.items()):
+                keep = savepoint.get(month, 0)
+                for path in files[keep:]:
+                    path.unlink(missing_ok=True)
+                del files[keep:]
+                if not files:
+                    del self.staged[month]
 
     def commit(self) -> dict[str, int]:
         """Publish every staged month; returns rows per touched month."""
@@ -218,26 +247,66 @@ def load_runs(
     scan = pl.scan_parquet(files)
     # run_index needs every run of a job, so it is computed over the key columns of the whole
     # store; the other columns are read only for the rows the time filter keeps.
-    keys = scan.select(*KEY, "start_time", "ended", _INGESTED).collect()
+    keys = scan.select(*KEY, "start_time", "end_time", "ended", _INGESTED).collect()
     if keys.select(KEY).n_unique() != keys.height:  # an ingest stopped before compacting
         keys = _deduplicate(keys.lazy()).collect()
         scan = _deduplicate(scan)
-    index = keys.select(
-        *KEY,
-        pl.int_range(pl.len(), dtype=pl.Int32)
-        .over(["cluster", "job_id"], order_by=["submit_time", "start_time"])
-        .alias("run_index"),
-    )
+    keys = keys.with_columns(_run_index(keys))
+    window = pl.lit(True)
     if start is not None:
-        scan = scan.filter(pl.col("end_time") >= start)
+        window &= pl.col("end_time") >= start
     if end is not None:
-        scan = scan.filter(pl.col("end_time") < end)
-    runs = (
-        scan.drop("run_index", _INGESTED, strict=False)
-        .join(index.lazy(), on=list(KEY), how="left", nulls_equal=True, maintain_order="left")
-        .collect()
+        window &= pl.col("end_time") < end
+    keys = keys.filter(window)
+    runs = scan.filter(window).drop("run_index", _INGESTED, strict=False).collect()
+    # Both reads keep file order, so run_index lines up row for row; a join (the fallback,
+    # should that ever not hold) would copy every column of a multi-million-row table.
+    if runs.select(KEY).equals(keys.select(KEY)):
+        runs = runs.with_columns(_chunked_like(keys.get_column("run_index"), runs))
+    else:
+        runs = runs.join(keys.select(*KEY, "run_index"), on=list(KEY), how="left",
+                         nulls_equal=True, maintain_order="left")
+    stored_empty = [name for name in _TEXT_COLUMNS if runs.get_column(name).null_count()]
+    return (
+        runs.select(list(RUN_SCHEMA))
+        .cast(RUN_SCHEMA)  # type: ignore[arg-type]
+        .with_columns(pl.col(stored_empty).fill_null(""))
     )
-    return runs.select(list(RUN_SCHEMA)).cast(RUN_SCHEMA)  # type: ignore[arg-type]
+
+
+def _chunked_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
+    """``column`` cut into the same chunks as ``frame``'s columns (one per Parquet part).
+
+    A column chunked differently makes polars rechunk the whole table on the next select,
+    which for a multi-million-row table with node lists costs seconds.
+    """
+    lengths = [chunk.len() for chunk in frame.to_series(0).get_chunks()]
+    if len(lengths) <= 1:
+        return column
+    offsets = [0, *accumulate(lengths)]
+    return pl.concat(
+        [column.slice(offset, length) for offset, length in zip(offsets, lengths, strict=False)],
+        rechunk=False,
+    )
+
+
+def _run_index(keys: pl.DataFrame) -> pl.Series:
+    """Each run's 0-based order among the runs of its job (Submit, then Start order).
+
+    Most jobs ran once, so the windowed numbering runs only over jobs with several runs: a
+    window over millions of one-row groups is what made loading a large store slow.
+    """
+    job = ["cluster", "job_id"]
+    repeated = keys.select(pl.struct(job).is_duplicated()).to_series()
+    index = pl.zeros(keys.height, dtype=pl.Int32, eager=True).alias("run_index")
+    if not repeated.any():
+        return index
+    rows = repeated.arg_true()
+    numbered = keys.filter(repeated).select(
+        pl.int_range(pl.len(), dtype=pl.Int32)
+        .over(job, order_by=["submit_time", "start_time"])
+    ).to_series()
+    return index.scatter(rows, numbered)
 
 
 def append_log(store: Path, report: dict[str, Any]) -> None:

@@ -1,0 +1,219 @@
+"""The streaming fast path for clean files gives exactly what the piece-by-piece path gives.
+
+``ingest_files`` reads a clean file with polars' streaming CSV reader (``parse_stream``) and any
+other file piece by piece (``parse_text``).  A file found dirty half-way is read again the slow
+way and whatever the fast path had staged is thrown away.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_parser_properties import records, render
+from test_real_exports import F1, FIX, FS
+
+from aegis_slurm.accounting import ingest_files, load_runs, parse_export, parse_stream
+from aegis_slurm.accounting.hostlists import HostlistCache, expand_series
+from aegis_slurm.accounting.ingest import _text_layout, parse_clean_file
+from aegis_slurm.accounting.parse_stream import NotClean
+from aegis_slurm.accounting.store import RunWriter, write_runs
+
+CLEAN = [
+    ("gcm/sample-sacct-output.txt", None),
+    ("gcm/sample-sacct-output-midnight-edge-case-small.txt", None),
+]
+DIRTY = [
+    ("sacct-22.05.8_alloc.txt", F1),  # job 17's name holds the delimiter
+    ("sacct-22.05.8_steps.txt", F1),
+    ("sacct-22.05.8_wide_steps_header.txt", None),
+    ("gcm/sample-sacct-output-invalid-utf8.txt", None),
+    ("gcm/sample-sacct-output-with-invalid-lines.txt", None),
+]
+#: Multi-character delimiters never take the fast path (polars splits on one byte).
+PIECES_ONLY = [
+    ("gcm/sample-sacct-multiple-multiline.txt", None),
+    ("gcm/sample-sacct-running-output.txt", None),
+    ("sacct-22.05.8_spec_delim.txt", FS),
+]
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch):
+    """Many batches from small files, so a late dirty line finds batches already staged."""
+    monkeypatch.setattr(parse_stream, "ROWS_PER_BATCH", 3)
+
+
+def layout_of(path: Path, fields):
+    with open(path, "rb") as stream:
+        return _text_layout(stream, fields=fields, delimiter=None, trailing=None)
+
+
+def same_table(stored: pl.DataFrame, parsed: pl.DataFrame) -> None:
+    order = ["job_id_raw", "submit_time", "job_id"]
+    left = stored.sort(order, nulls_last=True)
+    right = parsed.sort(order, nulls_last=True)
+    assert left.equals(right), (left, right)
+
+
+def staged_files(store: Path) -> list[Path]:
+    return sorted(store.glob("runs/month=*/.staged-*"))
+
+
+def ingest_and_compare(path: Path, fields, store: Path) -> dict:
+    """Ingest ``path`` into ``store`` and check it against the piece-by-piece parse."""
+    report = ingest_files([path], store, fields=fields)
+    expected = parse_export(path.read_bytes(), source=str(path), fields=fields)
+    assert {k: report[k] for k in ("rows_read", "rows_kept", "rows_rejected")} == {
+        "rows_read": expected.report.rows_read,
+        "rows_kept": expected.report.rows_kept,
+        "rows_rejected": expected.report.rows_rejected,
+    }
+    assert report["rejected_by_reason"] == dict(expected.report.rejected_by_reason)
+    assert report["recovered_by_reason"] == dict(expected.report.recovered_by_reason)
+    reference = store.with_name(store.name + "-reference")
+    write_runs(reference, expected.runs)  # the store's own de-duplication, on the parsed runs
+    same_table(load_runs(store), load_runs(reference))
+    assert staged_files(store) == []
+    return report
+
+
+@pytest.mark.parametrize(("name", "fields"), CLEAN)
+def test_clean_real_exports_take_the_fast_path_and_match(name, fields, tmp_path):
+    path = FIX / name
+    parsed = parse_clean_file(path, layout_of(path, fields), source=str(path))
+    assert parsed.report.rows_read > 3  # several batches
+    ingest_and_compare(path, fields, tmp_path)
+
+
+def test_a_clean_2205_export_takes_the_fast_path_and_matches(tmp_path):
+    """The real 22.05 export less job 17, whose name holds the delimiter."""
+    lines = (FIX / "sacct-22.05.8_alloc.txt").read_text().splitlines(keepends=True)
+    path = tmp_path / "alloc-clean.txt"
+    path.write_text("".join(x for x in lines if x.count("|") == len(F1) - 1))
+    parsed = parse_clean_file(path, layout_of(path, F1), source=str(path))
+    assert parsed.report.rows_read == 39
+    report = ingest_and_compare(path, F1, tmp_path / "store")
+    assert report["rows_kept"] == 39
+
+
+@pytest.mark.parametrize(("name", "fields"), PIECES_ONLY)
+def test_multicharacter_delimiters_go_piece_by_piece(name, fields, tmp_path):
+    path = FIX / name
+    assert not parse_stream.can_stream(path, layout_of(path, fields))
+    ingest_and_compare(path, fields, tmp_path)
+
+
+@pytest.mark.parametrize(("name", "fields"), DIRTY)
+def test_dirty_real_exports_are_refused_by_the_fast_path_and_nothing_is_lost(
+    name, fields, tmp_path
+):
+    path = FIX / name
+    with pytest.raises(NotClean):
+        parse_clean_file(path, layout_of(path, fields), source=str(path))
+    ingest_and_compare(path, fields, tmp_path)
+
+
+HEADER = "JobIDRaw|JobID|State|Submit|Start|End|NNodes|NodeList|JobName"
+
+
+def line(job: int, name: str = "train") -> str:
+    return (f"{job}|{job}|COMPLETED|2026-01-02T00:00:00|2026-01-02T00:01:00|"
+            f"2026-01-02T01:00:00|2|gpu[01-02]|{name}")
+
+
+GOOD = [line(job) for job in range(1, 20)]
+
+
+@pytest.mark.parametrize(
+    ("case", "text", "found_by_count"),
+    [
+        ("blank line", "\n".join([HEADER, *GOOD[:15], "", *GOOD[15:]]) + "\n", True),
+        ("blank line at the end", "\n".join([HEADER, *GOOD]) + "\n\n", True),
+        ("short line", "\n".join([HEADER, *GOOD[:16], "17|17|FAILED", *GOOD[17:]]) + "\n", True),
+        ("newline in the name", "\n".join([HEADER, *GOOD[:-1], line(19, "a\nb")]) + "\n", True),
+        ("long line", "\n".join([HEADER, *GOOD[:-1], line(19, "a|b")]) + "\n", False),
+    ],
+)
+def test_a_late_dirty_line_rolls_the_fast_path_back(case, text, found_by_count, tmp_path):
+    path = tmp_path / "export.txt"
+    path.write_text(text)
+    delivered: list[pl.DataFrame] = []
+    with pytest.raises(NotClean):
+        parse_clean_file(path, layout_of(path, None), source=case, sink=delivered.append)
+    if found_by_count:  # only the delimiter count at the end finds these
+        assert sum(batch.height for batch in delivered) >= 18
+    report = ingest_and_compare(path, None, tmp_path / "store")
+    assert report["rows_kept"] >= 18
+
+
+def test_invalid_utf8_late_in_a_file_is_refused_by_the_fast_path(tmp_path):
+    path = tmp_path / "export.txt"
+    path.write_bytes(("\n".join([HEADER, *GOOD]) + "\n").encode() + line(20, "\xff").encode(
+        "latin-1") + b"\n")
+    with pytest.raises(NotClean):
+        parse_clean_file(path, layout_of(path, None), source="utf8")
+    report = ingest_and_compare(path, None, tmp_path / "store")
+    assert report["recovered_by_reason"] == {"invalid UTF-8 replaced with U+FFFD": 1}
+
+
+def test_parsable_lines_must_end_with_the_delimiter(tmp_path):
+    rows = [g + "|" for g in GOOD]
+    rows[-1] = rows[-1][:-1] + "|x"  # one more field instead of the trailing delimiter
+    path = tmp_path / "export.txt"
+    path.write_text("\n".join([HEADER + "|", *rows]) + "\n")
+    with pytest.raises(NotClean):
+        parse_clean_file(path, layout_of(path, None), source="parsable")
+    ingest_and_compare(path, None, tmp_path / "store")
+
+
+def test_rollback_drops_only_what_came_after_the_savepoint(tmp_path):
+    writer = RunWriter(tmp_path)
+    runs = parse_export((FIX / "sacct-22.05.8_alloc_epoch.txt").read_bytes(), source="a",
+                        fields=F1).runs
+    writer.add(runs.head(5))
+    savepoint = writer.savepoint()
+    writer.add(runs.slice(5, 10))
+    writer.add(runs.slice(15))
+    writer.rollback(savepoint)
+    assert len(staged_files(tmp_path)) == 1
+    writer.commit()
+    assert load_runs(tmp_path).height == 5
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(records(), min_size=1, max_size=12, unique_by=lambda r: r["JobIDRaw"]),
+    trailing=st.booleans(),
+)
+def test_file_ingest_equals_parsing_the_bytes(rows, trailing):
+    """Whichever path a generated export takes, the stored table is the parsed one."""
+    data = render(rows, "|", trailing)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "export.txt"
+        path.write_bytes(data)
+        report = ingest_files([path], Path(tmp) / "store")
+        expected = parse_export(data, source=str(path))
+        assert report["rows_kept"] == expected.report.rows_kept
+        assert report["rejected_by_reason"] == dict(expected.report.rejected_by_reason)
+        if expected.report.rows_kept:
+            write_runs(Path(tmp) / "reference", expected.runs)
+            same_table(load_runs(Path(tmp) / "store"), load_runs(Path(tmp) / "reference"))
+
+
+def test_hostlist_cache_expands_each_list_once_and_agrees_with_no_cache():
+    cache = HostlistCache(max_entries=3)
+    first = pl.Series(["gpu[01-03]", "gpu01", "", "gpu[01-03]", "bad[", "n[1-2],m7"])
+    second = pl.Series(["gpu01", "gpu[04-05]", "gpu[01-03]", "bad["])
+    for series in (first, second, first):
+        cached_nodes, cached_bad = expand_series(series, cache)
+        nodes, bad = expand_series(series)
+        assert cached_nodes.to_list() == nodes.to_list()
+        assert cached_bad.to_list() == bad.to_list()
+    assert expand_series(first, cache)[1].to_list() == [False, False, False, False, True, False]
+    # Bounded: it stopped keeping new lists once full.
+    assert cache.table_for(pl.Series([], dtype=pl.String)).height <= 3
