@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
-SCHEMA_VERSION = 1
+#: 2: text columns hold "" as null on disk (the table itself is unchanged since 1).
+SCHEMA_VERSION = 2
 
 UTC_TIME = pl.Datetime("us", "UTC")
 

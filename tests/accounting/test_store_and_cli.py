@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -152,3 +155,27 @@ def test_pyslurm_is_used_only_when_it_matches_the_installed_slurm(slurm, pyslurm
 
     chosen, why = choose_backend(slurm, pyslurm)
     assert chosen == backend and why
+
+
+ALLOCATOR_PROBE = """
+import os, sys
+from aegis_slurm.cli import main
+assert "polars" not in sys.modules  # so the setting below is in place when polars loads
+main(["ingest", "--help"], standalone_mode=False)
+import polars  # appends what it finds to its own defaults; the last setting wins
+print("CONF=" + os.environ["_RJEM_MALLOC_CONF"])
+"""
+
+
+@pytest.mark.parametrize(
+    ("preset", "expected"),
+    [(None, "dirty_decay_ms:5000,muzzy_decay_ms:5000"), ("dirty_decay_ms:0", "dirty_decay_ms:0")],
+)
+def test_cli_tunes_polars_allocator_before_polars_loads_unless_the_admin_did(preset, expected):
+    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+    if preset is not None:
+        env["_RJEM_MALLOC_CONF"] = preset
+    done = subprocess.run([sys.executable, "-c", ALLOCATOR_PROBE], env=env, capture_output=True,
+                          text=True, check=True)
+    conf = done.stdout.strip().splitlines()[-1]
+    assert conf.startswith("CONF=") and conf.endswith(f",{expected}"), conf
