@@ -185,7 +185,7 @@ def test_rollback_drops_only_what_came_after_the_savepoint(tmp_path):
     assert load_runs(tmp_path).height == 5
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(
     rows=st.lists(records(), min_size=1, max_size=12, unique_by=lambda r: r["JobIDRaw"]),
     trailing=st.booleans(),
