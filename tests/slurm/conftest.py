@@ -52,8 +52,7 @@ SLURMD_CONFIG_READ = "CPU frequency setting not configured"
 
 
 #: Modules whose tests read the session's scenario jobs run first, on a cluster no other test
-#: has disturbed yet (killed slurmds, swapped hooks).  Seen once: after the Epilog tests, the
-#: scenario job whose srun step exits 3 was recorded with DerivedExitCode 0:0 instead of 3:0.
+#: has disturbed yet (killed slurmds, swapped hooks).
 _SCENARIO_MODULES = ("test_testbed.py", "test_ingest_real.py", "test_report_real.py")
 
 

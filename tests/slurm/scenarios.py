@@ -53,8 +53,13 @@ MULTINODE = """#!/bin/bash
 srun --ntasks-per-node=1 true
 """
 # The batch script succeeds but its srun step fails: COMPLETED 0:0 with DerivedExitCode 3:0.
+# The sleep is needed: Slurm 22.05 raises DerivedExitCode when the step's slurmstepd reports the
+# step complete, and if the batch script has ended first the job is recorded with 0:0 (seen on a
+# loaded machine: step 533.0 reported 0.17 s after the job completed).  Real jobs that exit right
+# after a failing srun lose their DerivedExitCode the same way.
 STEP_FAILS = """#!/bin/bash
 srun bash -c 'exit 3'
+sleep 5
 exit 0
 """
 USER_COMMENT = "user note: lr=3e-4"
