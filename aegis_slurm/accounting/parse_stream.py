@@ -7,7 +7,8 @@ delimiters in the file.  The file was clean when
 
 * the reader met no line with too many fields and no invalid UTF-8 (it raises on both),
 * the delimiter count is exactly what the number of lines implies, so no line had too few (a
-  short line's missing fields read as "", indistinguishable from empty fields otherwise), and
+  short line's missing fields read as "", indistinguishable from empty fields otherwise) or
+  too many; the count is ready within a second, so most dirty files are refused early, and
 * with ``--parsable`` every line ended with the delimiter.
 
 Anything else raises ``NotClean``, even after some batches were delivered: the caller throws
@@ -52,9 +53,18 @@ def iter_clean_batches(
     schema = dict.fromkeys(columns, pl.String)
     if layout.trailing:
         schema["_trailing"] = pl.String
-    delimiter = layout.delimiter.encode()
-    counter = _DelimiterCounter(path, delimiter[0])
+    counter = _ByteCounter(path, layout.delimiter.encode()[0])
     counter.start()
+    per_line = len(layout.fields) if layout.trailing else len(layout.fields) - 1
+
+    def check_counts() -> None:
+        """Every line holds ``per_line`` delimiters (the header as many as it has)."""
+        if counter.error is not None:
+            raise NotClean(f"cannot count delimiters: {counter.error}")
+        header = counter.first_line_delimiters if layout.has_header else 0
+        if counter.delimiters != header + counter.data_lines(layout.has_header) * per_line:
+            raise NotClean("the delimiter count shows a line with too few or too many fields")
+
     try:
         scan = pl.scan_csv(
             path,
@@ -71,6 +81,8 @@ def iter_clean_batches(
         rows = 0
         try:
             for batch in scan.collect_batches(chunk_size=rows_per_batch or ROWS_PER_BATCH):
+                if not counter.is_alive():  # counting is done long before parsing: stop early
+                    check_counts()
                 if layout.trailing:
                     if (batch.get_column("_trailing") != "").any():
                         raise NotClean("a line does not end with the delimiter")
@@ -81,37 +93,46 @@ def iter_clean_batches(
         except pl.exceptions.PolarsError as exc:
             raise NotClean(str(exc).splitlines()[0]) from exc
         counter.join()
-        if counter.error is not None:
-            raise NotClean(f"cannot count delimiters: {counter.error}")
-        per_line = len(layout.fields) if layout.trailing else len(layout.fields) - 1
-        header = _header_delimiters(path, delimiter) if layout.has_header else 0
-        if counter.count != header + rows * per_line:
-            raise NotClean("a line has too few fields")
+        check_counts()
+        if rows != counter.data_lines(layout.has_header):
+            raise NotClean("the reader and the file disagree on the number of lines")
     finally:
         counter.stop.set()
 
 
-def _header_delimiters(path: Path, delimiter: bytes) -> int:
-    with open(path, "rb") as handle:
-        return handle.readline().count(delimiter)
+class _ByteCounter(threading.Thread):
+    """Count delimiter and newline bytes in a file, in blocks.
 
+    numpy releases the GIL while it counts, and a 1 GB file takes a quarter of a second, so the
+    answer is there long before polars has parsed the file.
+    """
 
-class _DelimiterCounter(threading.Thread):
-    """Count one byte value in a file, in blocks (numpy releases the GIL while it counts)."""
-
-    def __init__(self, path: Path, byte: int) -> None:
+    def __init__(self, path: Path, delimiter: int) -> None:
         super().__init__(name="aegis-delimiter-count", daemon=True)
-        self.path, self.byte = path, byte
-        self.count = 0
+        self.path, self.delimiter = path, delimiter
+        self.delimiters = 0
+        self.newlines = 0
+        self.first_line_delimiters = 0
+        self.ends_with_newline = True  # an empty file has no unterminated last line
         self.error: OSError | None = None
         self.stop = threading.Event()
+
+    def data_lines(self, has_header: bool) -> int:
+        lines = self.newlines + (0 if self.ends_with_newline else 1)
+        return max(lines - (1 if has_header else 0), 0)
 
     def run(self) -> None:
         block = bytearray(_COUNT_BLOCK)
         view = np.frombuffer(block, dtype=np.uint8)
+        newline = ord("\n")
         try:
             with open(self.path, "rb", buffering=0) as handle:
+                self.first_line_delimiters = handle.readline().count(bytes([self.delimiter]))
+                handle.seek(0)
                 while not self.stop.is_set() and (size := handle.readinto(block)):
-                    self.count += int(np.count_nonzero(view[:size] == self.byte))
+                    data = view[:size]
+                    self.delimiters += int(np.count_nonzero(data == self.delimiter))
+                    self.newlines += int(np.count_nonzero(data == newline))
+                    self.ends_with_newline = bool(data[-1] == newline)
         except OSError as exc:
             self.error = exc

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from itertools import combinations_with_replacement
 from typing import BinaryIO
 
+import numpy as np
 import polars as pl
 
 from aegis_slurm.accounting.fields import (
@@ -162,10 +163,11 @@ def read_clean_piece(
 ) -> SplitResult | None:
     """The fast path: split a piece with one CSV pass when no line can need repair.
 
-    A piece is clean when it is valid UTF-8, has no blank line, holds exactly ``expected``
-    delimiters per line in total, and no line came out short.  A short line leaves its last
-    column null; with none short, the total count rules out a long one.  Otherwise None, and
-    the caller takes the line-by-line path that repairs or rejects.
+    A piece is clean when it is valid UTF-8, holds exactly ``expected`` delimiters per line in
+    total, and polars' reader, which refuses a line with too many fields, read it whole: with
+    no line long, the total rules out a short one too (its missing fields would read as "",
+    not null).  With ``--parsable`` every line must also end with the delimiter.  Otherwise
+    None, and the caller takes the line-by-line path that repairs or rejects.
     """
     names = list(layout.fields)
     delim = layout.delimiter.encode()
@@ -175,22 +177,29 @@ def read_clean_piece(
     if skip_header:
         newline = piece.find(b"\n")
         body = piece[newline + 1 :] if newline != -1 else b""
-    if not body or not _is_utf8(body) or b"\n\n" in body or body.startswith(b"\n"):
+    if not body or not _is_utf8(body):
         return None
-    n_lines = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
-    if body.count(delim) != n_lines * expected:
+    n_lines = count_bytes(body, b"\n") + (0 if body.endswith(b"\n") else 1)
+    if count_bytes(body, delim) != n_lines * expected:
         return None
     records = _read_clean_piece(
         body, layout, unique_columns(names), False, first_line_no + (1 if skip_header else 0)
     )
     if records is None or records.height != n_lines:
         return None
-    last = "_trailing" if layout.trailing else unique_columns(names)[-1]
-    if records.get_column(last).null_count():
-        return None
     if layout.trailing:
+        trailing = records.get_column("_trailing")
+        if trailing.null_count() or (trailing != "").any():
+            return None  # a line has its last delimiter inside a field instead of at its end
         records = records.drop("_trailing")
     return SplitResult(fields=names, records=records, rows_read=records.height)
+
+
+def count_bytes(data: bytes, token: bytes) -> int:
+    """Occurrences of ``token`` in ``data``; one-byte tokens are counted without the GIL."""
+    if len(token) != 1:
+        return data.count(token)
+    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == token[0]))
 
 
 def split_records(
@@ -313,7 +322,7 @@ def iter_pieces(
             continue
         piece, remainder = buffer[:cut], buffer[cut:]
         yield piece, line_no
-        line_no += piece.count(b"\n")
+        line_no += count_bytes(piece, b"\n")
 
 
 def _read_clean_piece(
@@ -331,17 +340,20 @@ def _read_clean_piece(
     schema = dict.fromkeys(columns, pl.String)
     if layout.trailing:
         schema["_trailing"] = pl.String
-    records = pl.read_csv(
-        io.BytesIO(raw),
-        has_header=False,
-        skip_rows=1 if skip_header else 0,
-        separator=separator,
-        quote_char=None,
-        schema=schema,
-        encoding="utf8-lossy",
-        empty_string_is_null=False,
-        raise_if_empty=False,
-    )
+    try:
+        records = pl.read_csv(
+            io.BytesIO(raw),
+            has_header=False,
+            skip_rows=1 if skip_header else 0,
+            separator=separator,
+            quote_char=None,
+            schema=schema,
+            encoding="utf8-lossy",
+            empty_string_is_null=False,
+            raise_if_empty=False,
+        )
+    except pl.exceptions.PolarsError:
+        return None  # a line with too many fields (balanced by a short one elsewhere)
     return records.with_row_index("_line", offset=first_data_line)
 
 
@@ -485,6 +497,9 @@ def _repair(
                     line_no,
                     joined,
                 )
+            continue
+        if count == expected:  # --parsable, yet the last delimiter is not at the end
+            result.reject("record does not end with the delimiter", line_no, joined)
             continue
         result.reject(
             f"truncated record ({count + 1 - layout.trailing} fields, {len(names)} expected)",
