@@ -4,9 +4,10 @@
     python benchmarks/bench_ingest.py --sizes 200000  # a quick run
 
 Ours is the `aegis-slurm ingest FILE --store DIR --json` command, timed from interpreter start
-to the end of the commit.  Each measurement runs in a fresh Python process and reports its own
-peak RSS from /proc/self/status VmHWM (ru_maxrss would also count the benchmark parent, whose
-maximum survives fork + exec on Linux).
+to the end of the commit, on the clean export and again on a copy with one broken record
+(`dirty_*`: the streaming fast path is refused and the file is read piece by piece).  Each
+measurement runs in a fresh Python process and reports its own peak RSS from /proc/self/status
+VmHWM (ru_maxrss would also count the benchmark parent, whose maximum survives fork + exec).
 Targets on a 2-core machine (issue 2): 4M records (~0.7 GB) in <= 8 s wall, <= 2 GB peak RSS,
 and >= 3x faster than the baseline.
 """
@@ -145,6 +146,13 @@ print(json.dumps({"wall_s": wall, "peak_rss_mb": rss, "kept": len(df)}))
 """
 
 
+def break_one_record(export: Path) -> None:
+    """Append a continuation line to the record 90% of the way into ``export`` (in place)."""
+    data = export.read_bytes()
+    end = data.index(b"\n", data.index(b"\n", int(len(data) * 0.9)) + 1)
+    export.write_bytes(data[:end] + b"\ncontinued" + data[end:])
+
+
 def run(code: str, export: Path, out: Path) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", code, str(export), str(out)],
@@ -186,6 +194,12 @@ def main() -> None:
                     "baseline_peak_rss_mb": round(base["peak_rss_mb"]),
                     "speedup": round(base["wall_s"] / ours["wall_s"], 2),
                 }
+            # The same export with one record broken by a newline in its JobName, 90% of the way
+            # in: the fast path is refused (delimiter count) and the file goes piece by piece.
+            break_one_record(export)
+            dirty = run(OURS, export, Path(tmp) / f"store-dirty-{n}")
+            row |= {"dirty_wall_s": round(dirty["wall_s"], 2),
+                    "dirty_peak_rss_mb": round(dirty["peak_rss_mb"]), "dirty_kept": dirty["kept"]}
             results.append(row)
             print(json.dumps(row), flush=True)
             export.unlink()
