@@ -14,6 +14,19 @@ FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hostsignals"
 H100_Q = FIX / "gpud" / "nvidia-smi-query.535.161.08.out.0.valid"
 
 
+def write_cbd_config(
+    path: Path, *, state_dir: Path, probes: dict[str, list[str]], gpus: int = 8, extra: str = ""
+) -> Path:
+    """A test cbd.toml: no textfile, no syslog, no time-sync check, the given probe commands."""
+    lines = [
+        "[runtime]", f'state_dir = "{state_dir}"', 'textfile_dir = ""', "syslog = false",
+        "[expect]", f"gpus = {gpus}", 'time_sync = "off"',
+        "[probes]", *(f"{name} = {json.dumps(command)}" for name, command in probes.items()),
+    ]
+    path.write_text("\n".join(lines) + "\n" + extra)
+    return path
+
+
 def fixture_text(rel: str) -> str:
     return (FIX / rel).read_text()
 

@@ -108,16 +108,19 @@ def test_clocks_hw_slowdown_recorded_and_temperature(h100_text):
     assert (v.state, v.evidence) == ("fail", "GPU5 93C > 85C")
 
 
+#: An nvidia-smi -q process entry: a job's python still holding GPU memory.
+LEFTOVER_PROCESS = ("Processes\n"
+                    "        GPU instance ID                   : N/A\n"
+                    "        Compute instance ID               : N/A\n"
+                    "        Process ID                        : 424242\n"
+                    "        Type                              : C\n"
+                    "        Name                              : python\n"
+                    "        Used GPU Memory                   : 30000 MiB")
+
+
 def test_gpu_processes_left_behind(h100_text):
     assert checks.gpu_processes(smi(h100_text), H100).state == "pass"
-    proc = ("Processes\n"
-            "        GPU instance ID                   : N/A\n"
-            "        Compute instance ID               : N/A\n"
-            "        Process ID                        : 424242\n"
-            "        Type                              : C\n"
-            "        Name                              : python\n"
-            "        Used GPU Memory                   : 30000 MiB")
-    bad = edit_gpu(h100_text, 0, "Processes                             : None", proc)
+    bad = edit_gpu(h100_text, 0, "Processes                             : None", LEFTOVER_PROCESS)
     v = checks.gpu_processes(smi(bad), H100)
     assert (v.state, v.evidence) == ("fail", "leftover GPU0 pids 424242")
     assert checks.gpu_processes(smi(bad), {"gpu_processes_allowed": True}).state == "skip"
@@ -125,15 +128,8 @@ def test_gpu_processes_left_behind(h100_text):
 
 def test_gpu_processes_and_heat_judged_only_on_the_jobs_gpus(h100_text):
     # job A runs on GPU0 (minor number 0, hot, with a process); job B's Prolog gets GPUs 2,3
-    proc = ("Processes\n"
-            "        GPU instance ID                   : N/A\n"
-            "        Compute instance ID               : N/A\n"
-            "        Process ID                        : 424242\n"
-            "        Type                              : C\n"
-            "        Name                              : python\n"
-            "        Used GPU Memory                   : 30000 MiB")
     busy = edit_gpu(h100_text.replace(": Active", ": Not Active"), 0,
-                    "Processes                             : None", proc)
+                    "Processes                             : None", LEFTOVER_PROCESS)
     busy = edit_gpu(busy, 0, r"GPU Current Temp                  : \d+ C",
                     "GPU Current Temp                  : 91 C")
     q = smi(busy)

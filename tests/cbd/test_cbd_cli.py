@@ -8,24 +8,14 @@ from click.testing import CliRunner
 
 from aegis_slurm.cli import main
 
-from ._fixtures import FIX, H100_Q
+from ._fixtures import FIX, H100_Q, write_cbd_config
 
 
 def _config(tmp_path, nvidia_smi: str, gpus: int = 8) -> str:
-    p = tmp_path / "cbd.toml"
-    p.write_text(f"""
-[runtime]
-state_dir = "{tmp_path}/state"
-textfile_dir = ""
-syslog = false
-[expect]
-gpus = {gpus}
-time_sync = "off"
-[probes]
-nvidia_smi_q = ["cat", "{nvidia_smi}"]
-kernel_log = ["cat", "{FIX}/gpud/dmesg-with-xid-119.log"]
-""")
-    return str(p)
+    probes = {"nvidia_smi_q": ["cat", nvidia_smi],
+              "kernel_log": ["cat", f"{FIX}/gpud/dmesg-with-xid-119.log"]}
+    return str(write_cbd_config(tmp_path / "cbd.toml", state_dir=tmp_path / "state",
+                                probes=probes, gpus=gpus))
 
 
 def test_help_lists_profiles():

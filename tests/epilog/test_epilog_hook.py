@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cbd._fixtures import FIX, H100_Q, drop_gpu
+from cbd._fixtures import FIX, H100_Q, drop_gpu, write_cbd_config
 
 from aegis_slurm.node import epilog, spool
 
@@ -18,24 +18,14 @@ HOOK = REPO / "epilog" / "aegis-epilog"
 
 def site(tmp: Path, *, smi: Path = H100_Q, kmsg: Path | None = None, extra: str = "") -> Path:
     kmsg = kmsg or FIX / "gpud" / "dmesg-with-xid-119.log"
-    cfg = tmp / "cbd.toml"
-    cfg.write_text(f"""
-[runtime]
-state_dir = "{tmp}/state"
-textfile_dir = ""
-syslog = false
-[expect]
-gpus = 8
-time_sync = "off"
-[probes]
-nvidia_smi_q = ["cat", "{smi}"]
-kernel_log = ["cat", "{kmsg}"]
-[epilog]
+    return write_cbd_config(
+        tmp / "cbd.toml", state_dir=tmp / "state",
+        probes={"nvidia_smi_q": ["cat", str(smi)], "kernel_log": ["cat", str(kmsg)]},
+        extra=f"""[epilog]
 spool_dir = "{tmp}/spool"
 syslog_path = "{FIX}/azurehpc-health-checks/1dev_6flap_syslog"
 {extra}
 """)
-    return cfg
 
 
 def run_hook(cfg: Path, job: int, node: str = "gpu01", **env: str):
@@ -82,19 +72,10 @@ def test_hung_probes_are_abandoned_and_reported_never_blocking(tmp_path):
     hang = tmp_path / "hang.sh"
     hang.write_text("#!/bin/sh\nsleep 600\n")
     hang.chmod(0o755)
-    cfg = tmp_path / "cbd.toml"
-    cfg.write_text(f"""
-[runtime]
-state_dir = "{tmp_path}/state"
-textfile_dir = ""
-syslog = false
-[expect]
-gpus = 8
-time_sync = "off"
-[probes]
-nvidia_smi_q = ["{hang}"]
-kernel_log = ["{hang}"]
-[epilog]
+    cfg = write_cbd_config(
+        tmp_path / "cbd.toml", state_dir=tmp_path / "state",
+        probes={"nvidia_smi_q": [str(hang)], "kernel_log": [str(hang)]},
+        extra=f"""[epilog]
 spool_dir = "{tmp_path}/spool"
 probe_timeout_s = 0.5
 watchdog_s = 1.0
