@@ -79,9 +79,20 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
 
 def import_ms(env: dict[str, str]) -> tuple[float, float, list[tuple[float, str]]]:
     """Import time (ms): whole process incl. startup, the aegis_slurm subtree, 5 slowest."""
-    r = subprocess.run([sys.executable, "-I", "-X", "importtime", "-c",
-                        "import aegis_slurm.node.prolog, aegis_slurm.node.cbd"],
-                       env=env, capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-X",
+            "importtime",
+            "-c",
+            "import aegis_slurm.node.prolog, aegis_slurm.node.cbd",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     total, ours, rows = 0.0, 0.0, []
     for line in r.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
@@ -97,8 +108,11 @@ def import_ms(env: dict[str, str]) -> tuple[float, float, list[tuple[float, str]
 
 
 def find_gcm() -> str | None:
-    for cand in (os.environ.get("AEGIS_GCM_HEALTH_CHECKS"), shutil.which("health_checks"),
-                 "/tmp/gcm-venv/bin/health_checks"):
+    for cand in (
+        os.environ.get("AEGIS_GCM_HEALTH_CHECKS"),
+        shutil.which("health_checks"),
+        "/tmp/gcm-venv/bin/health_checks",
+    ):
         if cand and os.access(cand, os.X_OK):
             return cand
     return None
@@ -125,11 +139,16 @@ def main() -> None:
         for v in verdicts:
             states[v.state] = states.get(v.state, 0) + 1
         # whole Prolog process (healthcheck mode: identical work, exit code always 0)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AEGIS_CBD_CONFIG": str(cfg_path),
-               "SLURMD_NODENAME": "gpu001", "SLURM_CONF": str(tmp / "none")}
-        proc = [timed([sys.executable, "-I", "-m", "aegis_slurm.node.prolog", "--mode", "prolog"],
-                      env)
-                for _ in range(args.runs)]
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "AEGIS_CBD_CONFIG": str(cfg_path),
+            "SLURMD_NODENAME": "gpu001",
+            "SLURM_CONF": str(tmp / "none"),
+        }
+        proc = [
+            timed([sys.executable, "-I", "-m", "aegis_slurm.node.prolog", "--mode", "prolog"], env)
+            for _ in range(args.runs)
+        ]
         imps = [import_ms(env) for _ in range(5)]
         imp = statistics.median(i[0] for i in imps)
         imp_ours = statistics.median(i[1] for i in imps)
@@ -137,16 +156,30 @@ def main() -> None:
         gcm = find_gcm()
         gcm_runs = []
         if gcm:
-            gcm_runs = [timed([gcm, "check-storage", "disk-usage", "bench", "prolog", "-v", "/tmp",
-                               "--log-folder", str(tmp / "gcm-logs")],
-                              {"PATH": env["PATH"], "HOME": str(tmp)})
-                        for _ in range(max(3, args.runs // 3))]
+            gcm_runs = [
+                timed(
+                    [
+                        gcm,
+                        "check-storage",
+                        "disk-usage",
+                        "bench",
+                        "prolog",
+                        "-v",
+                        "/tmp",
+                        "--log-folder",
+                        str(tmp / "gcm-logs"),
+                    ],
+                    {"PATH": env["PATH"], "HOME": str(tmp)},
+                )
+                for _ in range(max(3, args.runs // 3))
+            ]
 
     med = statistics.median
     p_wall = [w for w, _, _ in proc]
     out = {
         "runs": args.runs,
-        "checks": len(verdicts), "verdict_counts": states,
+        "checks": len(verdicts),
+        "verdict_counts": states,
         "cbd_run_in_process_s": {"median": round(med(walls), 4), "max": round(max(walls), 4)},
         "prolog_process_s": {"median": round(med(p_wall), 4), "max": round(max(p_wall), 4)},
         "prolog_process_max_rss_mib": round(max(r for _, r, _ in proc), 1),
@@ -158,13 +191,16 @@ def main() -> None:
     }
     if gcm_runs:
         g_wall = med([w for w, _, _ in gcm_runs])
-        out["gcm_disk_usage_s"] = {"median": round(g_wall, 4),
-                                   "max": round(max(w for w, _, _ in gcm_runs), 4)}
+        out["gcm_disk_usage_s"] = {
+            "median": round(g_wall, 4),
+            "max": round(max(w for w, _, _ in gcm_runs), 4),
+        }
         out["gcm_max_rss_mib"] = round(max(r for _, r, _ in gcm_runs), 1)
         out["gcm_exit_codes"] = sorted({rc for _, _, rc in gcm_runs})
         out["ratio_gcm_one_check_over_aegis_full_light_profile"] = round(g_wall / med(p_wall), 2)
-        out["ratio_rss_gcm_over_aegis"] = round(out["gcm_max_rss_mib"]
-                                                / out["prolog_process_max_rss_mib"], 2)
+        out["ratio_rss_gcm_over_aegis"] = round(
+            out["gcm_max_rss_mib"] / out["prolog_process_max_rss_mib"], 2
+        )
     else:
         out["gcm"] = "not installed (pip install gpucm into /tmp/gcm-venv)"
     print(json.dumps(out, indent=2))

@@ -77,13 +77,20 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     return time.perf_counter() - t0, ru.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
-def hook_env(cfg: Path, job: int, context: str = "epilog_slurmd",
-             nodelist: str = "gpu[001-004]") -> dict[str, str]:
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "AEGIS_CBD_CONFIG": str(cfg),
-            "AEGIS_PYTHON": sys.executable, "SLURM_SCRIPT_CONTEXT": context,
-            "SLURMD_NODENAME": "gpu001", "SLURM_JOB_ID": str(job),
-            "SLURM_JOB_EXIT_CODE2": "0:0", "SLURM_JOB_NODELIST": nodelist,
-            "SLURM_CONF": "/nonexistent"}
+def hook_env(
+    cfg: Path, job: int, context: str = "epilog_slurmd", nodelist: str = "gpu[001-004]"
+) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "AEGIS_CBD_CONFIG": str(cfg),
+        "AEGIS_PYTHON": sys.executable,
+        "SLURM_SCRIPT_CONTEXT": context,
+        "SLURMD_NODENAME": "gpu001",
+        "SLURM_JOB_ID": str(job),
+        "SLURM_JOB_EXIT_CODE2": "0:0",
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_CONF": "/nonexistent",
+    }
 
 
 def main() -> None:
@@ -96,8 +103,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         cfg_path = build_site(tmp)
-        proc = [timed(["/bin/sh", str(HOOK)], hook_env(cfg_path, 1000 + i))
-                for i in range(args.runs)]
+        proc = [
+            timed(["/bin/sh", str(HOOK)], hook_env(cfg_path, 1000 + i)) for i in range(args.runs)
+        ]
         n_records = len(list(spool.read_records([tmp / "spool"])))
         first = next(r for r in spool.read_records([tmp / "spool"]) if r["job_id"] == "1000")
 
@@ -114,19 +122,24 @@ def main() -> None:
         big = tmp / "big"
         pad = "x" * 900
         for i in range(1100):  # ~1 MiB: the next append rotates or rewrites the whole file
-            spool.append(big, {"node": "n", "job_id": str(i), "run": 0, "pad": pad},
-                         max_bytes=1 << 30)
+            spool.append(
+                big, {"node": "n", "job_id": str(i), "run": 0, "pad": pad}, max_bytes=1 << 30
+            )
         appends = []
         for i in range(args.runs * 4):
             t0 = time.perf_counter()
-            spool.append(big, {"node": "n", "job_id": f"b{i}", "run": 0, "pad": pad},
-                         max_bytes=1 << 30)
+            spool.append(
+                big, {"node": "n", "job_id": f"b{i}", "run": 0, "pad": pad}, max_bytes=1 << 30
+            )
             appends.append((time.perf_counter() - t0) * 1000)
         size = (big / "n" / "signals.jsonl").stat().st_size
 
-        ctld = [timed(["/bin/sh", str(HOOK)],
-                      hook_env(cfg_path, 9000 + i, "epilog_slurmctld", "gpu001"))
-                for i in range(args.runs)]
+        ctld = [
+            timed(
+                ["/bin/sh", str(HOOK)], hook_env(cfg_path, 9000 + i, "epilog_slurmctld", "gpu001")
+            )
+            for i in range(args.runs)
+        ]
 
     walls = [w for w, _, _ in proc]
     out = {
@@ -139,10 +152,15 @@ def main() -> None:
         "capture_in_process_s": {"median": round(med(cap), 4), "max": round(max(cap), 4)},
         "hung_probe_process_s": [round(w, 2) for w, _, _ in hung],
         "hung_probe_exit_codes": sorted({rc for _, _, rc in hung}),
-        "spool_append_ms_at_1MiB": {"median": round(med(appends), 2),
-                                    "max": round(max(appends), 2), "file_bytes": size},
-        "ctld_success_process_s": {"median": round(med(w for w, _, _ in ctld), 4),
-                                   "max": round(max(w for w, _, _ in ctld), 4)},
+        "spool_append_ms_at_1MiB": {
+            "median": round(med(appends), 2),
+            "max": round(max(appends), 2),
+            "file_bytes": size,
+        },
+        "ctld_success_process_s": {
+            "median": round(med(w for w, _, _ in ctld), 4),
+            "max": round(max(w for w, _, _ in ctld), 4),
+        },
         "targets": {"epilog_process_s": 1.0},
     }
     print(json.dumps(out, indent=2))

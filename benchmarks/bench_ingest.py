@@ -198,8 +198,11 @@ def main() -> None:
             # in: the fast path is refused (delimiter count) and the file goes piece by piece.
             break_one_record(export)
             dirty = run(OURS, export, Path(tmp) / f"store-dirty-{n}")
-            row |= {"dirty_wall_s": round(dirty["wall_s"], 2),
-                    "dirty_peak_rss_mb": round(dirty["peak_rss_mb"]), "dirty_kept": dirty["kept"]}
+            row |= {
+                "dirty_wall_s": round(dirty["wall_s"], 2),
+                "dirty_peak_rss_mb": round(dirty["peak_rss_mb"]),
+                "dirty_kept": dirty["kept"],
+            }
             results.append(row)
             print(json.dumps(row), flush=True)
             export.unlink()

@@ -86,9 +86,11 @@ def main() -> None:
         total = time.perf_counter() - t
     s = full["summary"]
     print(f"  build_report end to end                 {total:6.2f} s   (target <= 30 s)")
-    print(f"month: {s['jobs']:,} jobs, {s['runs']:,} runs, r_f {s['rf_per_1000_node_days']:.2f}"
-          f"/1000 node-days, {len(full['requeue_loops']['loops'])} crash loops, "
-          f"{len(full['lemon_nodes']['nodes'])} lemon nodes")
+    print(
+        f"month: {s['jobs']:,} jobs, {s['runs']:,} runs, r_f {s['rf_per_1000_node_days']:.2f}"
+        f"/1000 node-days, {len(full['requeue_loops']['loops'])} crash loops, "
+        f"{len(full['lemon_nodes']['nodes'])} lemon nodes"
+    )
     print(json.dumps({"records_in_month": s["runs"], "seconds": round(total, 2)}))
 
 

@@ -39,8 +39,9 @@ def test_notebook_runs_top_to_bottom(name: str, demo_dir: Path, monkeypatch: pyt
     monkeypatch.setenv("AEGIS_EVENTS", str(demo_dir / "history" / "sacct.events.txt"))
     monkeypatch.setenv("AEGIS_SIGNALS", str(demo_dir / "history" / "sacct.signals.parquet"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    client = NotebookClient(nb, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
     client.execute()  # raises CellExecutionError on the first failing cell
 
     errors = [o for c in code for o in c.outputs if o.output_type == "error"]

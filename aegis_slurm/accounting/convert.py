@@ -91,9 +91,7 @@ def convert(
         jobid_parts.struct.field("3").cast(pl.Int64, strict=False).alias("het_job_offset"),
     )
     frame = frame.with_columns(
-        pl.when(pl.col("_array_task").is_not_null())
-        .then(pl.col("_id_base"))
-        .alias("array_job_id"),
+        pl.when(pl.col("_array_task").is_not_null()).then(pl.col("_id_base")).alias("array_job_id"),
         pl.col("_array_task").cast(pl.Int64, strict=False).alias("array_task_id"),
         pl.when(pl.col("het_job_offset").is_not_null())
         .then(pl.col("_id_base"))
@@ -136,7 +134,9 @@ def convert(
         .list.sort()
         .list.join(",")
         .alias("gpu_types"),
-        pl.col("_tres").str.extract(r"(?:^|,)node=(\d+)", 1).cast(pl.Int32, strict=False)
+        pl.col("_tres")
+        .str.extract(r"(?:^|,)node=(\d+)", 1)
+        .cast(pl.Int32, strict=False)
         .alias("_tres_nodes"),
     )
     elapsed_parts = text("Elapsed").str.extract_groups(_DURATION)
@@ -175,15 +175,15 @@ def convert(
     # is built only for the few records that broke one.
     rules = _rejection_rules(present)
     frame = frame.with_columns(pl.any_horizontal(c for c, _ in rules).alias("_bad"))
-    rejected_lines = (
-        frame.filter(pl.col("_bad"))
-        .select("_line", _first_reason(rules).alias("_reject"))
+    rejected_lines = frame.filter(pl.col("_bad")).select(
+        "_line", _first_reason(rules).alias("_reject")
     )
     rejected = Counter(dict(rejected_lines.get_column("_reject").value_counts().iter_rows()))
     good = frame.filter(~pl.col("_bad"))
 
     runs = good.select(
-        pl.lit(cluster).alias("cluster") if "Cluster" not in present
+        pl.lit(cluster).alias("cluster")
+        if "Cluster" not in present
         else text("Cluster").alias("cluster"),
         pl.col("job_id_raw"),
         pl.col("_jobid").alias("job_id"),
@@ -225,8 +225,12 @@ def convert(
         free("WorkDir").alias("work_dir"),
         pl.lit(source).alias("source"),
     ).cast(RUN_SCHEMA)  # type: ignore[arg-type]
-    return Converted(runs=runs, rejected=rejected, skipped=skipped,
-                     rejected_lines=rejected_lines.rename({"_reject": "reason"}))
+    return Converted(
+        runs=runs,
+        rejected=rejected,
+        skipped=skipped,
+        rejected_lines=rejected_lines.rename({"_reject": "reason"}),
+    )
 
 
 def _by_distinct_value(frame: pl.DataFrame, column: str, *exprs: pl.Expr) -> pl.DataFrame:
@@ -254,8 +258,7 @@ def _parse_times(
     for name in TIME_FIELDS:
         value = raw(name)
         # cache=False: timestamps are mostly distinct, so polars' parse cache only costs.
-        iso = value.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False,
-                                 cache=False)
+        iso = value.str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False, cache=False)
         if source_tz == "UTC":
             iso = iso.dt.replace_time_zone("UTC")
         else:
@@ -320,7 +323,8 @@ def _rejection_rules(present: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
     rules: list[tuple[pl.Expr, pl.Expr]] = [
         (pl.col("_jobid").is_null() | (pl.col("_jobid") == ""), pl.lit("missing job id")),
         (
-            pl.col("job_id_raw").is_null() & pl.col("_jobidraw").is_not_null()
+            pl.col("job_id_raw").is_null()
+            & pl.col("_jobidraw").is_not_null()
             & (pl.col("_jobidraw") != ""),
             pl.lit("malformed JobIDRaw"),
         ),
@@ -343,25 +347,29 @@ def _rejection_rules(present: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
         )
     rules += [
         (
-            pl.col("end_time").is_not_null() & pl.col("start_time").is_not_null()
+            pl.col("end_time").is_not_null()
+            & pl.col("start_time").is_not_null()
             & (pl.col("end_time") < pl.col("start_time")),
             pl.lit("End before Start"),
         ),
         (
             pl.col("exit_code").is_null() & (pl.col("ExitCode") != "")
-            if "ExitCode" in present else pl.lit(False),
+            if "ExitCode" in present
+            else pl.lit(False),
             pl.lit("malformed ExitCode"),
         ),
         (
             pl.col("ElapsedRaw").cast(pl.Int64, strict=False).is_null()
             & pl.col("ElapsedRaw").str.contains(r"\S")
-            if "ElapsedRaw" in present else pl.lit(False),
+            if "ElapsedRaw" in present
+            else pl.lit(False),
             pl.lit("malformed ElapsedRaw"),
         ),
         (
             pl.col("NNodes").cast(pl.Int64, strict=False).is_null()
             & pl.col("NNodes").str.contains(r"\S")
-            if "NNodes" in present else pl.lit(False),
+            if "NNodes" in present
+            else pl.lit(False),
             pl.lit("malformed NNodes"),
         ),
         (pl.col("_bad_nodelist"), pl.lit("malformed NodeList")),

@@ -28,8 +28,19 @@ _BY_LOWER = {name.lower(): name for name in KNOWN_FIELDS}
 
 #: Fields users or admins write freely: they may hold the delimiter or a newline.
 FREE_TEXT_FIELDS = frozenset(
-    {"JobName", "Comment", "AdminComment", "SystemComment", "WorkDir", "SubmitLine", "Extra",
-     "Constraints", "Reservation", "WCKey", "Container"}
+    {
+        "JobName",
+        "Comment",
+        "AdminComment",
+        "SystemComment",
+        "WorkDir",
+        "SubmitLine",
+        "Extra",
+        "Constraints",
+        "Reservation",
+        "WCKey",
+        "Container",
+    }
 )
 
 #: At least one id column and State are needed to make a job-run row.
@@ -39,10 +50,34 @@ REQUIRED = ("State",)
 #: What live ingest asks sacct for, free text last (JobName last of all), when the site's
 #: sacct knows the field (checked with ``sacct --helpformat``).
 LIVE_FIELDS = (
-    "JobIDRaw", "JobID", "Cluster", "User", "Account", "Partition", "QOS", "State", "ExitCode",
-    "DerivedExitCode", "Submit", "Eligible", "Start", "End", "ElapsedRaw", "TimelimitRaw",
-    "NNodes", "NodeList", "AllocTRES", "FailedNode", "Restarts", "Reason", "Flags",
-    "SystemComment", "AdminComment", "Comment", "WorkDir", "JobName",
+    "JobIDRaw",
+    "JobID",
+    "Cluster",
+    "User",
+    "Account",
+    "Partition",
+    "QOS",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "TimelimitRaw",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "FailedNode",
+    "Restarts",
+    "Reason",
+    "Flags",
+    "SystemComment",
+    "AdminComment",
+    "Comment",
+    "WorkDir",
+    "JobName",
 )
 
 TIME_FIELDS = ("Submit", "Eligible", "Start", "End")

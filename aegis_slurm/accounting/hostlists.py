@@ -117,7 +117,9 @@ def expansion_table(distinct: pl.Series) -> pl.DataFrame:
         )
     )
     bad_items = items.filter(
-        pl.col("lo").is_null() | pl.col("hi").is_null() | (pl.col("hi") < pl.col("lo"))
+        pl.col("lo").is_null()
+        | pl.col("hi").is_null()
+        | (pl.col("hi") < pl.col("lo"))
         | ((pl.col("hi") - pl.col("lo")) >= MAX_NODES_PER_LIST)
     )
     good_items = items.join(bad_items.select("u").unique(), on="u", how="anti")

@@ -134,8 +134,9 @@ def parse_export(
             split = read_clean_piece(piece, layout, first_line_no)
             if split is None:  # something to repair or reject: line by line
                 lines, invalid_utf8 = read_lines(piece)
-                split = split_records(lines, layout, record_is_plausible,
-                                      first_line_no=first_line_no)
+                split = split_records(
+                    lines, layout, record_is_plausible, first_line_no=first_line_no
+                )
                 if invalid_utf8:
                     part.recovered_by_reason["invalid UTF-8 replaced with U+FFFD"] += invalid_utf8
             del piece, item
@@ -177,8 +178,9 @@ def parse_clean_file(
     convert_options = _ConvertOptions(source, cluster, source_tz, hostlist_cache or HostlistCache())
 
     def work(records: pl.DataFrame) -> _PieceResult:
-        return _finish_piece(records, IngestReport(rows_read=records.height), [],
-                             convert_options, sink)
+        return _finish_piece(
+            records, IngestReport(rows_read=records.height), [], convert_options, sink
+        )
 
     _run_in_file_order(
         iter_clean_batches(path, layout),
@@ -309,8 +311,9 @@ def parse_records(
     """Type raw sacct-field records from another backend (pyslurm) with the same rules."""
     report = IngestReport(sources=[source], rows_read=records.height)
     rejected_rows: list[dict[str, Any]] = []
-    runs = _convert_into(records, report, rejected_rows,
-                         _ConvertOptions(source, cluster, source_tz, HostlistCache()))
+    runs = _convert_into(
+        records, report, rejected_rows, _ConvertOptions(source, cluster, source_tz, HostlistCache())
+    )
     if sink is not None:
         sink(runs)
         runs = empty_runs()
@@ -327,16 +330,27 @@ def _convert_into(
 ) -> pl.DataFrame:
     """Convert raw records, adding their rejections and skips to ``report``."""
     source = options.source
-    converted = convert(records, source=source, cluster=options.cluster,
-                        source_tz=options.source_tz, hostlist_cache=options.hostlist_cache)
+    converted = convert(
+        records,
+        source=source,
+        cluster=options.cluster,
+        source_tz=options.source_tz,
+        hostlist_cache=options.hostlist_cache,
+    )
     report.rejected_by_reason.update(converted.rejected)
     report.skipped_by_reason.update({k: v for k, v in converted.skipped.items() if v})
     if converted.rejected_lines is not None and converted.rejected_lines.height:
         lookup = converted.rejected_lines.join(records, on="_line", how="left")
         for row in lookup.head(10_000).iter_rows(named=True):
             line_no, reason = row.pop("_line"), row.pop("reason")
-            rejected_rows.append({"source": source, "line": line_no, "reason": reason,
-                                  "fields": {k: v for k, v in row.items() if v}})
+            rejected_rows.append(
+                {
+                    "source": source,
+                    "line": line_no,
+                    "reason": reason,
+                    "fields": {k: v for k, v in row.items() if v},
+                }
+            )
     report.rows_kept += converted.runs.height
     return converted.runs
 
@@ -378,8 +392,12 @@ def ingest_files(
                     progress(f"{path}: {read}{size / 2**20:,.0f} MB, {records:,} records")
 
             options: dict[str, Any] = {
-                "source": str(path), "cluster": cluster, "source_tz": source_tz,
-                "sink": writer.add, "progress": tell, "hostlist_cache": hostlist_cache,
+                "source": str(path),
+                "cluster": cluster,
+                "source_tz": source_tz,
+                "sink": writer.add,
+                "progress": tell,
+                "hostlist_cache": hostlist_cache,
             }
             parsed = None
             with open(path, "rb") as stream:

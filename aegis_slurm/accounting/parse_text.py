@@ -132,17 +132,19 @@ def read_lines(data: bytes) -> tuple[pl.Series, int]:
             pieces.pop()
         lines = pl.Series(_LINE_COLUMN, [p.removesuffix("\r") for p in pieces], dtype=pl.String)
     else:
-        lines = pl.read_csv(
-            io.BytesIO(data),
-            has_header=False,
-            separator=separator,
-            quote_char=None,
-            new_columns=[_LINE_COLUMN],
-            schema={_LINE_COLUMN: pl.String},
-            encoding="utf8-lossy",
-            raise_if_empty=False,
-        ).get_column(_LINE_COLUMN) if not data.isspace() else pl.Series(
-            _LINE_COLUMN, [], pl.String
+        lines = (
+            pl.read_csv(
+                io.BytesIO(data),
+                has_header=False,
+                separator=separator,
+                quote_char=None,
+                new_columns=[_LINE_COLUMN],
+                schema={_LINE_COLUMN: pl.String},
+                encoding="utf8-lossy",
+                raise_if_empty=False,
+            ).get_column(_LINE_COLUMN)
+            if not data.isspace()
+            else pl.Series(_LINE_COLUMN, [], pl.String)
         )
     invalid = 0 if _is_utf8(data) else int(lines.str.contains("\ufffd", literal=True).sum())
     return lines, invalid
@@ -158,9 +160,7 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
-def read_clean_piece(
-    piece: bytes, layout: Layout, first_line_no: int
-) -> SplitResult | None:
+def read_clean_piece(piece: bytes, layout: Layout, first_line_no: int) -> SplitResult | None:
     """The fast path: split a piece with one CSV pass when no line can need repair.
 
     A piece is clean when it is valid UTF-8, holds exactly ``expected`` delimiters per line in
@@ -236,9 +236,9 @@ def split_records(
     body = pl.col(_LINE_COLUMN)
     if layout.trailing:
         body = body.str.slice(0, body.str.len_chars() - len(delim))
-    split = good.select(
-        "_line", body.str.split_exact(delim, len(names) - 1).alias("_rec")
-    ).unnest("_rec")
+    split = good.select("_line", body.str.split_exact(delim, len(names) - 1).alias("_rec")).unnest(
+        "_rec"
+    )
     split = split.rename({f"field_{i}": col for i, col in enumerate(unique_names)})
     result = SplitResult(fields=names, records=split, rows_read=good.height)
 
@@ -406,8 +406,10 @@ def _repair(
         line_no, text = rows[i]
         if previous_line and line_no - 1 > previous_line:
             open_record = None  # good lines came in between
-        if open_record is None and line_no - 1 >= first_data_line and (
-            line_no - 1 not in broken_lines
+        if (
+            open_record is None
+            and line_no - 1 >= first_data_line
+            and (line_no - 1 not in broken_lines)
         ):
             open_record = (line_no - 1, -1)  # the line before was a good record
         if tail_may_continue and open_record is not None and delim not in text:
@@ -509,9 +511,7 @@ def _repair(
     return [r for r in repaired if r[0] >= 0], tails, dropped
 
 
-def _starts_record(
-    text: str, layout: Layout, validate: Callable[[dict[str, str]], bool]
-) -> bool:
+def _starts_record(text: str, layout: Layout, validate: Callable[[dict[str, str]], bool]) -> bool:
     """Could this line be the first line of a record (rather than the rest of a free-text field)?
 
     When checked fields (ids, state, times, counts) come before the first free-text field, those

@@ -28,8 +28,9 @@ def _major_minor(text: str) -> tuple[int, int] | None:
 def installed_slurm_version(sacct: str = "sacct") -> str | None:
     """``sacct --version`` ("slurm 22.05.8"), or None when sacct is missing."""
     try:
-        done = subprocess.run([sacct, "--version"], capture_output=True, text=True, timeout=30,
-                              check=False)
+        done = subprocess.run(
+            [sacct, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() or None
@@ -88,17 +89,29 @@ def _job_fields(job: Any) -> dict[str, str]:
     exit_code = text("exit_code") or "0"
     signal = text("exit_code_signal") or "0"
     return {
-        "JobIDRaw": job_id, "JobID": display, "Cluster": text("cluster"),
-        "User": text("user_name"), "Account": text("account"), "Partition": text("partition"),
-        "QOS": text("qos"), "State": text("state"), "ExitCode": f"{exit_code}:{signal}",
-        "Submit": _epoch(get("submit_time")), "Eligible": _epoch(get("eligible_time")),
-        "Start": _epoch(get("start_time")), "End": _epoch(get("end_time")),
-        "ElapsedRaw": text("elapsed_time"), "NNodes": text("num_nodes"),
+        "JobIDRaw": job_id,
+        "JobID": display,
+        "Cluster": text("cluster"),
+        "User": text("user_name"),
+        "Account": text("account"),
+        "Partition": text("partition"),
+        "QOS": text("qos"),
+        "State": text("state"),
+        "ExitCode": f"{exit_code}:{signal}",
+        "Submit": _epoch(get("submit_time")),
+        "Eligible": _epoch(get("eligible_time")),
+        "Start": _epoch(get("start_time")),
+        "End": _epoch(get("end_time")),
+        "ElapsedRaw": text("elapsed_time"),
+        "NNodes": text("num_nodes"),
         "NodeList": text("nodelist") or "None assigned",
         "AllocTRES": text("tres_alloc_str", "allocated_tres"),
-        "Reason": text("state_reason"), "AdminComment": text("admin_comment"),
-        "Comment": text("comment"), "SystemComment": text("system_comment"),
-        "WorkDir": text("working_directory"), "JobName": text("name"),
+        "Reason": text("state_reason"),
+        "AdminComment": text("admin_comment"),
+        "Comment": text("comment"),
+        "SystemComment": text("system_comment"),
+        "WorkDir": text("working_directory"),
+        "JobName": text("name"),
     }
 
 

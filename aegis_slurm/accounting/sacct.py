@@ -40,8 +40,9 @@ def _sacct_env() -> dict[str, str]:
 def run_sacct(argv: Sequence[str], timeout: float = 600) -> bytes:
     """Run sacct (argv list, never a shell) and return stdout; raise SacctError on failure."""
     try:
-        done = subprocess.run(list(argv), capture_output=True, env=_sacct_env(),
-                              timeout=timeout, check=False)
+        done = subprocess.run(
+            list(argv), capture_output=True, env=_sacct_env(), timeout=timeout, check=False
+        )
     except FileNotFoundError as exc:
         raise SacctError("sacct not found on PATH: install slurm-client") from exc
     except subprocess.TimeoutExpired as exc:
@@ -59,14 +60,25 @@ def available_fields(sacct: str = "sacct") -> set[str]:
 
 
 def window_argv(
-    start: datetime, end: datetime, fields: Sequence[str], *, sacct: str = "sacct",
+    start: datetime,
+    end: datetime,
+    fields: Sequence[str],
+    *,
+    sacct: str = "sacct",
     clusters: str | None = None,
 ) -> list[str]:
     argv = [
-        sacct, "--allusers", "--duplicates", "--allocations", "--parsable", "--noheader",
+        sacct,
+        "--allusers",
+        "--duplicates",
+        "--allocations",
+        "--parsable",
+        "--noheader",
         f"--delimiter={DELIMITER}",
-        "-S", start.strftime("%Y-%m-%dT%H:%M:%S"),
-        "-E", end.strftime("%Y-%m-%dT%H:%M:%S"),
+        "-S",
+        start.strftime("%Y-%m-%dT%H:%M:%S"),
+        "-E",
+        end.strftime("%Y-%m-%dT%H:%M:%S"),
         f"--format={','.join(fields)}",
     ]
     if clusters:
@@ -117,19 +129,28 @@ def ingest_sacct(
                 except Exception as exc:  # untested here: never let it stop an ingest
                     backend, why = "sacct", f"pyslurm failed ({exc!r}); fell back to sacct"
                 else:
-                    parsed = parse_records(records, source=f"pyslurm:{day.isoformat()}",
-                                           sink=writer.add)
+                    parsed = parse_records(
+                        records, source=f"pyslurm:{day.isoformat()}", sink=writer.add
+                    )
             if parsed is None:
                 data = run_sacct(window_argv(t0, t1, fields, sacct=sacct, clusters=clusters))
-                parsed = parse_export(data, source=f"sacct:{day.isoformat()}", fields=fields,
-                                      delimiter=DELIMITER, trailing=True, sink=writer.add)
+                parsed = parse_export(
+                    data,
+                    source=f"sacct:{day.isoformat()}",
+                    fields=fields,
+                    delimiter=DELIMITER,
+                    trailing=True,
+                    sink=writer.add,
+                )
             total.add(parsed.report)
             rejected.extend(parsed.rejected_rows)
             if t1 + SETTLE <= now:
                 closed.append(day.isoformat())
             if progress:
-                progress(f"[{index}/{len(pending)}] {day.isoformat()}: "
-                         f"{parsed.report.rows_read} records, {parsed.report.rows_kept} kept")
+                progress(
+                    f"[{index}/{len(pending)}] {day.isoformat()}: "
+                    f"{parsed.report.rows_read} records, {parsed.report.rows_kept} kept"
+                )
     except BaseException:
         writer.abort()
         raise

@@ -79,9 +79,24 @@ ENDED_STATES = frozenset(
 )
 #: Not final: the job may come back (REQUEUED) or is still going.  XDMoD treats these alike.
 OPEN_STATES = frozenset(
-    {"PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "SPECIAL_EXIT", "REQUEUE_HOLD",
-     "REQUEUE_FED", "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "STOPPED",
-     "RESV_DEL_HOLD", "POWER_UP_NODE", "UPDATE_DB"}
+    {
+        "PENDING",
+        "RUNNING",
+        "REQUEUED",
+        "RESIZING",
+        "SUSPENDED",
+        "SPECIAL_EXIT",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "COMPLETING",
+        "CONFIGURING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "STOPPED",
+        "RESV_DEL_HOLD",
+        "POWER_UP_NODE",
+        "UPDATE_DB",
+    }
 )
 STATES = ENDED_STATES | OPEN_STATES
 

@@ -55,11 +55,16 @@ SIGNAL_SCHEMA = {
 
 
 def _row(rec: dict[str, Any]) -> dict[str, Any]:
-    return {"cluster": str(rec.get("cluster", "")), "job_id": str(rec["job_id"]),
-            "run": int(rec.get("run", 0)), "node": str(rec["node"]),
-            "captured_at": rec.get("captured_at"), "exit_code": str(rec.get("exit_code", "")),
-            "n_signals": len(rec.get("signals", [])),
-            "record": json.dumps(rec, sort_keys=True, separators=(",", ":"))}
+    return {
+        "cluster": str(rec.get("cluster", "")),
+        "job_id": str(rec["job_id"]),
+        "run": int(rec.get("run", 0)),
+        "node": str(rec["node"]),
+        "captured_at": rec.get("captured_at"),
+        "exit_code": str(rec.get("exit_code", "")),
+        "n_signals": len(rec.get("signals", [])),
+        "record": json.dumps(rec, sort_keys=True, separators=(",", ":")),
+    }
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -94,9 +99,15 @@ def collect(spools: list[Path], store: Path) -> dict[str, Any]:
     old_map = {tuple(r[k] for k in KEY): r["record"] for r in old.iter_rows(named=True)}
     added = sum(k not in old_map for k in fresh)
     updated = sum(k in old_map and old_map[k] != r["record"] for k, r in fresh.items())
-    report = {"records_read": read, "added": added, "updated": updated,
-              "unchanged": len(fresh) - added - updated, "errors": errors[:50],
-              "n_errors": len(errors), "store": str(store)}
+    report = {
+        "records_read": read,
+        "added": added,
+        "updated": updated,
+        "unchanged": len(fresh) - added - updated,
+        "errors": errors[:50],
+        "n_errors": len(errors),
+        "store": str(store),
+    }
     if added or updated:
         new = _frame(list(fresh.values()))
         keep = old.join(new.select(KEY), on=list(KEY), how="anti") if not old.is_empty() else old
@@ -126,10 +137,20 @@ def records_to_signals(records: pl.DataFrame) -> pl.DataFrame:
     for r in records.iter_rows(named=True):
         rec = json.loads(r["record"])
         for s in rec.get("signals", []):
-            rows.append({"node": r["node"], "time": r["captured_at"], "signal": s.get("signal"),
-                         "critical": bool(s.get("critical")), "kind": s.get("kind"),
-                         "cluster": r["cluster"], "job_id": r["job_id"], "run": r["run"],
-                         "event_time": s.get("time"), "detail": s.get("detail", "")})
+            rows.append(
+                {
+                    "node": r["node"],
+                    "time": r["captured_at"],
+                    "signal": s.get("signal"),
+                    "critical": bool(s.get("critical")),
+                    "kind": s.get("kind"),
+                    "cluster": r["cluster"],
+                    "job_id": r["job_id"],
+                    "run": r["run"],
+                    "event_time": s.get("time"),
+                    "detail": s.get("detail", ""),
+                }
+            )
     if not rows:
         return pl.DataFrame(schema=SIGNAL_SCHEMA)
     df = pl.DataFrame(rows, schema={**SIGNAL_SCHEMA, "event_time": pl.String()})
@@ -155,7 +176,8 @@ def job_records(store: Path | None, spools: list[Path], job_id: str) -> list[dic
         if str(rec.get("job_id")) == str(job_id):
             key = tuple(_row(rec)[k] for k in KEY)
             if key not in found or str(rec.get("captured_at")) >= str(
-                    found[key].get("captured_at")):
+                found[key].get("captured_at")
+            ):
                 found[key] = rec
     return list(found.values())
 
@@ -172,5 +194,6 @@ def blame_history(store: Path | None, spools: list[Path], exclude_job: str) -> d
             continue
         if any(s.get("kind") == "critical" for s in rec.get("signals", [])):
             counts.setdefault(str(rec["node"]), set()).add(
-                (str(rec.get("job_id")), str(rec.get("run", 0))))
+                (str(rec.get("job_id")), str(rec.get("run", 0)))
+            )
     return {n: len(v) for n, v in counts.items()}

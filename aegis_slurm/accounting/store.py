@@ -131,9 +131,13 @@ class RunWriter:
                 folder.mkdir(parents=True, exist_ok=True)
                 path = folder / f".staged-{self.stamp}-{len(files):05d}.parquet"
                 files.append(path)
-            stored = part.select(list(_STORED_SCHEMA)).cast(
-                _STORED_SCHEMA  # type: ignore[arg-type]
-            ).with_columns(_EMPTY_AS_NULL)
+            stored = (
+                part.select(list(_STORED_SCHEMA))
+                .cast(
+                    _STORED_SCHEMA  # type: ignore[arg-type]
+                )
+                .with_columns(_EMPTY_AS_NULL)
+            )
             stored.write_parquet(path, compression="zstd", compression_level=1, statistics=True)
             hashes = stored.select(_key_hash()).to_series()
             with self._lock:
@@ -177,7 +181,8 @@ class RunWriter:
         existing = _parts(folder)
         known = (
             pl.scan_parquet(existing).select(_key_hash()).collect().to_series()
-            if existing else pl.Series(dtype=pl.UInt64)
+            if existing
+            else pl.Series(dtype=pl.UInt64)
         )
         incoming = pl.concat([self._key_hashes.pop(path) for path in files])
         unique = pl.concat([known, incoming]).n_unique()
@@ -278,8 +283,13 @@ def load_runs(
     if runs.select(KEY).equals(keys.select(KEY)):
         runs = runs.with_columns(_chunked_like(keys.get_column("run_index"), runs))
     else:
-        runs = runs.join(keys.select(*KEY, "run_index"), on=list(KEY), how="left",
-                         nulls_equal=True, maintain_order="left")
+        runs = runs.join(
+            keys.select(*KEY, "run_index"),
+            on=list(KEY),
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        )
     stored_empty = [name for name in _TEXT_COLUMNS if runs.get_column(name).null_count()]
     return (
         runs.select(list(RUN_SCHEMA))
@@ -316,10 +326,13 @@ def _run_index(keys: pl.DataFrame) -> pl.Series:
     if not repeated.any():
         return index
     rows = repeated.arg_true()
-    numbered = keys.filter(repeated).select(
-        pl.int_range(pl.len(), dtype=pl.Int32)
-        .over(job, order_by=["submit_time", "start_time"])
-    ).to_series()
+    numbered = (
+        keys.filter(repeated)
+        .select(
+            pl.int_range(pl.len(), dtype=pl.Int32).over(job, order_by=["submit_time", "start_time"])
+        )
+        .to_series()
+    )
     return index.scatter(rows, numbered)
 
 

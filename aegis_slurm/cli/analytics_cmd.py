@@ -102,8 +102,11 @@ def _load(
     collected = load_signals(store)
     if collected is not None and not collected.is_empty():
         cols = ["node", "time", "signal", "critical"]
-        signals = collected.select(cols) if signals is None else pl.concat(
-            [signals.select(cols), collected.select(cols)])
+        signals = (
+            collected.select(cols)
+            if signals is None
+            else pl.concat([signals.select(cols), collected.select(cols)])
+        )
     return attribute_failures(runs, signals, events), events
 
 

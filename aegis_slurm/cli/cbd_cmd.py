@@ -14,17 +14,26 @@ import click
 
 
 @click.command("cbd")
-@click.option("--profile", type=click.Choice(["light", "full"]), default="light",
-              show_default=True,
-              help="light = Prolog checks (seconds); full = + dcgmi diag, gpu-burn, NCCL, "
-                   "data read (minutes; never on job start).")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False),
-              help="TOML config (default $AEGIS_CBD_CONFIG or /etc/aegis-slurm/cbd.toml).")
+@click.option(
+    "--profile",
+    type=click.Choice(["light", "full"]),
+    default="light",
+    show_default=True,
+    help="light = Prolog checks (seconds); full = + dcgmi diag, gpu-burn, NCCL, "
+    "data read (minutes; never on job start).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="TOML config (default $AEGIS_CBD_CONFIG or /etc/aegis-slurm/cbd.toml).",
+)
 @click.option("--node", default=None, help="Node name for expectations (default: this host).")
 @click.option("--check", "only", multiple=True, help="Run only this check (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
-def cbd(profile: str, config_path: str | None, node: str | None, only: tuple[str, ...],
-        as_json: bool) -> None:
+def cbd(
+    profile: str, config_path: str | None, node: str | None, only: tuple[str, ...], as_json: bool
+) -> None:
     """Run CBD checks and print pass/warn/fail/probe_error/skip with evidence.
 
     Exit status: 0 when nothing failed, 1 when a check failed or a probe errored.
@@ -43,16 +52,27 @@ def cbd(profile: str, config_path: str | None, node: str | None, only: tuple[str
     acts = actions_for(verdicts, cfg)
     counts = {s: sum(v.state == s for v in verdicts) for s in STATES}
     if as_json:
-        click.echo(json.dumps({
-            "host": host, "profile": profile, "wall_s": round(wall, 4), "counts": counts,
-            "would_drain": [v.check for v in acts["drain"]],
-            "verdicts": [v.to_dict() for v in verdicts]}))
+        click.echo(
+            json.dumps(
+                {
+                    "host": host,
+                    "profile": profile,
+                    "wall_s": round(wall, 4),
+                    "counts": counts,
+                    "would_drain": [v.check for v in acts["drain"]],
+                    "verdicts": [v.to_dict() for v in verdicts],
+                }
+            )
+        )
     else:
         for v in verdicts:
             click.echo(f"{v.state:<12} {v.check:<18} {v.evidence}")
-        click.echo(f"-- {host} {profile}: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-                   + f" in {wall:.2f}s; would drain: "
-                   + (", ".join(v.check for v in acts["drain"]) or "nothing"))
+        click.echo(
+            f"-- {host} {profile}: "
+            + ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+            + f" in {wall:.2f}s; would drain: "
+            + (", ".join(v.check for v in acts["drain"]) or "nothing")
+        )
     bad = any(v.state in (FAIL, PROBE_ERROR) for v in verdicts)
     raise SystemExit(1 if bad else 0)
 

@@ -12,11 +12,19 @@ DEMO_START = "2023-12-01T00:00:00"
 
 
 @click.command()
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory for the report, the demo history, its store and summary.json.")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Directory for the report, the demo history, its store and summary.json.",
+)
 @click.option("--nodes", default=256, show_default=True, help="Simulated nodes (8 GPUs each).")
-@click.option("--days", default=62.0, show_default=True,
-              help="Simulated days from 2023-12-01 (two months: the report compares them).")
+@click.option(
+    "--days",
+    default=62.0,
+    show_default=True,
+    help="Simulated days from 2023-12-01 (two months: the report compares them).",
+)
 @click.option("--seed", default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
@@ -41,14 +49,15 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "history").mkdir(exist_ok=True)
     # Five planted crash loops: with the default seed two of them fall in the reported month.
-    result = simulate(
-        SimConfig(nodes=nodes, days=days, seed=seed, start=DEMO_START, crash_loops=5)
-    )
+    result = simulate(SimConfig(nodes=nodes, days=days, seed=seed, start=DEMO_START, crash_loops=5))
     paths = write_history(result, out / "history" / "sacct.txt")
     ingest = ingest_files([paths["sacct"]], out / "store")
     # All three evidence sources, as the report uses them: node signals, AdminComment, events.
-    runs = attribute_failures(load_runs(out / "store"), _read_signals(Path(paths["signals"])),
-                              load_events([paths["events"]]))
+    runs = attribute_failures(
+        load_runs(out / "store"),
+        _read_signals(Path(paths["signals"])),
+        load_events([paths["events"]]),
+    )
     rate = failure_rate(runs)
     summary = {
         "ingest": ingest,
@@ -59,10 +68,14 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
         "planted_truth": result.truth,
     }
     month = latest_month(out / "store")
-    report = build_report(out / "store", month, out, [Path(paths["events"])],
-                          Path(paths["signals"]))
-    summary["report"] = {"month": report["month"], "html": str(out / "index.html"),
-                         "json": str(out / "report.json")}
+    report = build_report(
+        out / "store", month, out, [Path(paths["events"])], Path(paths["signals"])
+    )
+    summary["report"] = {
+        "month": report["month"],
+        "html": str(out / "index.html"),
+        "json": str(out / "report.json"),
+    }
     summary_path = out / "summary.json"
     summary_path.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     if as_json:
@@ -71,11 +84,19 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     rf = rate["rf_per_node_day"]
     click.echo(f"simulated {nodes} nodes x {days:g} days: {ingest['rows_kept']} job runs ingested")
     planted = result.truth["expected_rf_gt128"] * 1000
-    click.echo(f"r_f (jobs > 128 GPUs) = {rf * 1000:.2f} per 1000 node-days, expected from "
-               f"the planted rates {planted:.2f}" if rf else "r_f: no failures in jobs > 128 GPUs")
-    click.echo(f"infrastructure failures in jobs > 128 GPUs: {rate['failures']} found, "
-               f"{result.truth['infra_failures_gt128']} planted")
-    click.echo(f"crash loops found: {len(summary['requeue_loops'])} "
-               f"(planted {len(result.truth['crash_loops'])})")
+    click.echo(
+        f"r_f (jobs > 128 GPUs) = {rf * 1000:.2f} per 1000 node-days, expected from "
+        f"the planted rates {planted:.2f}"
+        if rf
+        else "r_f: no failures in jobs > 128 GPUs"
+    )
+    click.echo(
+        f"infrastructure failures in jobs > 128 GPUs: {rate['failures']} found, "
+        f"{result.truth['infra_failures_gt128']} planted"
+    )
+    click.echo(
+        f"crash loops found: {len(summary['requeue_loops'])} "
+        f"(planted {len(result.truth['crash_loops'])})"
+    )
     click.echo(f"summary: {summary_path}")
     click.echo(f"report for {report['month']}: open {(out / 'index.html').resolve()}")

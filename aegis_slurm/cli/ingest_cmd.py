@@ -19,24 +19,46 @@ def _day(value: str) -> date:
 
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--store", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Store directory (created when missing).")
-@click.option("--sacct", "live", is_flag=True,
-              help="Run sacct itself (needs --start/--end) instead of reading FILES.")
+@click.option(
+    "--store",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Store directory (created when missing).",
+)
+@click.option(
+    "--sacct",
+    "live",
+    is_flag=True,
+    help="Run sacct itself (needs --start/--end) instead of reading FILES.",
+)
 @click.option("--start", help="First day to fetch, YYYY-MM-DD (UTC, inclusive).")
 @click.option("--end", help="Day after the last one to fetch, YYYY-MM-DD (exclusive).")
 @click.option("--clusters", "-M", default=None, help="sacct -M value (live mode).")
-@click.option("--fields", default=None,
-              help="Comma-separated field list for exports written with --noheader.")
+@click.option(
+    "--fields", default=None, help="Comma-separated field list for exports written with --noheader."
+)
 @click.option("--delimiter", default=None, help="Field delimiter (default: detected).")
 @click.option("--cluster", default="", help="Cluster name for exports without a Cluster column.")
-@click.option("--tz", "source_tz", default="UTC", show_default=True,
-              help="Time zone the export's timestamps were printed in (sacct prints local time).")
+@click.option(
+    "--tz",
+    "source_tz",
+    default="UTC",
+    show_default=True,
+    help="Time zone the export's timestamps were printed in (sacct prints local time).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the ingest report as JSON.")
 def ingest(
-    files: tuple[Path, ...], store: Path, live: bool, start: str | None, end: str | None,
-    clusters: str | None, fields: str | None, delimiter: str | None, cluster: str,
-    source_tz: str, as_json: bool,
+    files: tuple[Path, ...],
+    store: Path,
+    live: bool,
+    start: str | None,
+    end: str | None,
+    clusters: str | None,
+    fields: str | None,
+    delimiter: str | None,
+    cluster: str,
+    source_tz: str,
+    as_json: bool,
 ) -> None:
     """Ingest sacct history into STORE.
 
@@ -61,15 +83,19 @@ def ingest(
             first, last = _day(start), _day(end)
             if last <= first:
                 raise click.UsageError("--end must be after --start")
-            report = ingest_sacct(store, first, last, clusters=clusters,
-                                  progress=None if as_json else _progress)
+            report = ingest_sacct(
+                store, first, last, clusters=clusters, progress=None if as_json else _progress
+            )
         else:
             if not files:
                 raise click.UsageError("give export FILES, or --sacct with --start/--end")
             report = ingest_files(
-                files, store,
+                files,
+                store,
                 fields=fields.split(",") if fields else None,
-                delimiter=delimiter, cluster=cluster, source_tz=source_tz,
+                delimiter=delimiter,
+                cluster=cluster,
+                source_tz=source_tz,
                 progress=None if as_json else _progress,
             )
     except (ExportFormatError, JsonExportError, SacctError, StoreError) as exc:
@@ -77,9 +103,11 @@ def ingest(
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return
-    click.echo(f"read {report['rows_read']}, kept {report['rows_kept']}, "
-               f"rejected {report['rows_rejected']}, skipped {report['rows_skipped']} "
-               f"-> {report['store']}")
+    click.echo(
+        f"read {report['rows_read']}, kept {report['rows_kept']}, "
+        f"rejected {report['rows_rejected']}, skipped {report['rows_skipped']} "
+        f"-> {report['store']}"
+    )
     for reason, count in report["rejected_by_reason"].items():
         click.echo(f"  rejected {count}: {reason}")
     for reason, count in report["recovered_by_reason"].items():

@@ -9,22 +9,46 @@ import click
 
 
 @click.command()
-@click.option("--store", required=True,
-              type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Store directory written by `aegis-slurm ingest`.")
-@click.option("--month", default=None, metavar="YYYY-MM",
-              help="Month to report on (UTC; runs that ended in it).  Default: the latest.")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder, e.g. reports/2026-10/.")
-@click.option("--events", "events_paths", multiple=True,
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="`sacctmgr show event -P` export(s) with header (repeatable).")
-@click.option("--signals", "signals_path",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Node-signal table (Parquet or CSV: node, time, signal, critical).")
+@click.option(
+    "--store",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Store directory written by `aegis-slurm ingest`.",
+)
+@click.option(
+    "--month",
+    default=None,
+    metavar="YYYY-MM",
+    help="Month to report on (UTC; runs that ended in it).  Default: the latest.",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Output folder, e.g. reports/2026-10/.",
+)
+@click.option(
+    "--events",
+    "events_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="`sacctmgr show event -P` export(s) with header (repeatable).",
+)
+@click.option(
+    "--signals",
+    "signals_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Node-signal table (Parquet or CSV: node, time, signal, critical).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print report.json as one JSON object.")
-def report(store: Path, month: str | None, out: Path, events_paths: tuple[Path, ...],
-           signals_path: Path | None, as_json: bool) -> None:
+def report(
+    store: Path,
+    month: str | None,
+    out: Path,
+    events_paths: tuple[Path, ...],
+    signals_path: Path | None,
+    as_json: bool,
+) -> None:
     """Write OUT/index.html (one page, no network needed), OUT/report.json (every number on
     the page) and OUT/figures/*.png|svg for one month of the store."""
     from aegis_slurm.report.builder import build_report, latest_month
@@ -40,6 +64,8 @@ def report(store: Path, month: str | None, out: Path, events_paths: tuple[Path, 
         return
     s = rep["summary"]
     rf = s["rf_per_1000_node_days"]
-    click.echo(f"{rep['month']}: {s['jobs']:,} jobs, {s['gpu_hours']:,.0f} GPU-hours, "
-               + (f"r_f {rf:.2f}/1000 node-days" if rf is not None else "r_f not measurable"))
+    click.echo(
+        f"{rep['month']}: {s['jobs']:,} jobs, {s['gpu_hours']:,.0f} GPU-hours, "
+        + (f"r_f {rf:.2f}/1000 node-days" if rf is not None else "r_f not measurable")
+    )
     click.echo(f"report: {(out / 'index.html').resolve()}")

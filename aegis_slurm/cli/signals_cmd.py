@@ -16,11 +16,20 @@ def signals() -> None:
 
 
 @signals.command("collect")
-@click.option("--spool", "spools", multiple=True, required=True,
-              type=click.Path(exists=True, path_type=Path),
-              help="Spool directory (root, node dir or file) written by the Epilog; repeatable.")
-@click.option("--store", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Analytics store (created if missing).")
+@click.option(
+    "--spool",
+    "spools",
+    multiple=True,
+    required=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Spool directory (root, node dir or file) written by the Epilog; repeatable.",
+)
+@click.option(
+    "--store",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Analytics store (created if missing).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def collect_cmd(spools: tuple[Path, ...], store: Path, as_json: bool) -> None:
     """Merge Epilog records into STORE/signals/ (idempotent: a second run changes nothing).
@@ -35,8 +44,10 @@ def collect_cmd(spools: tuple[Path, ...], store: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rep))
         return
-    click.echo(f"{rep['records_read']} records read: {rep['added']} added, {rep['updated']} "
-               f"updated, {rep['unchanged']} unchanged; {rep['records_in_store']} in {store}")
+    click.echo(
+        f"{rep['records_read']} records read: {rep['added']} added, {rep['updated']} "
+        f"updated, {rep['unchanged']} unchanged; {rep['records_in_store']} in {store}"
+    )
     for e in rep["errors"]:
         click.echo(f"  skipped: {e}", err=True)
 
@@ -49,31 +60,65 @@ def _job_from_store(store: Path | None, job_id: str) -> dict[str, Any] | None:
     from aegis_slurm.accounting import load_runs
 
     runs = load_runs(store).filter(
-        (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id))
+        (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id)
+    )
     if runs.is_empty():
         return None
     last = runs.sort("run_index").row(-1, named=True)
-    return {"state": last["state"], "nodes": list(last["nodes"] or []),
-            "run_index": last["run_index"], "runs": len(runs),
-            "end_time": last["end_time"].isoformat() if last["end_time"] else None}
+    return {
+        "state": last["state"],
+        "nodes": list(last["nodes"] or []),
+        "run_index": last["run_index"],
+        "runs": len(runs),
+        "end_time": last["end_time"].isoformat() if last["end_time"] else None,
+    }
 
 
 @click.command("diagnose")
 @click.argument("job_id")
-@click.option("--spool", "spools", multiple=True, type=click.Path(exists=True, path_type=Path),
-              help="Epilog spool directory to read records from (repeatable).")
-@click.option("--store", type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="Analytics store: collected records, and the job's nodes and end state.")
-@click.option("--run", "run", type=int, default=None,
-              help="Which run (restart count) of a requeued job; default the latest recorded.")
+@click.option(
+    "--spool",
+    "spools",
+    multiple=True,
+    type=click.Path(exists=True, path_type=Path),
+    help="Epilog spool directory to read records from (repeatable).",
+)
+@click.option(
+    "--store",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Analytics store: collected records, and the job's nodes and end state.",
+)
+@click.option(
+    "--run",
+    "run",
+    type=int,
+    default=None,
+    help="Which run (restart count) of a requeued job; default the latest recorded.",
+)
 @click.option("--nodes", default="", help="The job's nodes (hostlist) when no store knows them.")
-@click.option("--state", "job_state", default=None,
-              help="Job end state (NODE_FAIL counts nodes without a record as critical).")
-@click.option("--repair-after", default=3, show_default=True,
-              help="Send a node for repair once blamed this many times before.")
+@click.option(
+    "--state",
+    "job_state",
+    default=None,
+    help="Job end state (NODE_FAIL counts nodes without a record as critical).",
+)
+@click.option(
+    "--repair-after",
+    default=3,
+    show_default=True,
+    help="Send a node for repair once blamed this many times before.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def diagnose(job_id: str, spools: tuple[Path, ...], store: Path | None, run: int | None,
-             nodes: str, job_state: str | None, repair_after: int, as_json: bool) -> None:
+def diagnose(
+    job_id: str,
+    spools: tuple[Path, ...],
+    store: Path | None,
+    run: int | None,
+    nodes: str,
+    job_state: str | None,
+    repair_after: int,
+    as_json: bool,
+) -> None:
     """Localize the culprit of a failed (multi-node) job: Aegis NSDI'25 Algorithm 1.
 
     Critical errors -> those nodes; distributed errors on <= 2 hosts -> those hosts; else a
@@ -89,26 +134,45 @@ def diagnose(job_id: str, spools: tuple[Path, ...], store: Path | None, run: int
     recs = job_records(store, list(spools), job_id)
     info = _job_from_store(store, job_id)
     if not recs:
-        out = {"job_id": job_id, "verdict": "no-records", "nodes": [], "evidence": [],
-               "action": "none: no Epilog record of this job (Epilog not installed, or not "
-                         "collected yet)", "job": info}
+        out = {
+            "job_id": job_id,
+            "verdict": "no-records",
+            "nodes": [],
+            "evidence": [],
+            "action": "none: no Epilog record of this job (Epilog not installed, or not "
+            "collected yet)",
+            "job": info,
+        }
         click.echo(json.dumps(out, default=str) if as_json else out["action"])
         raise SystemExit(2)
     chosen = run if run is not None else max(int(r.get("run", 0)) for r in recs)
     recs = [r for r in recs if int(r.get("run", 0)) == chosen]
-    job_nodes = expand_hostlist(nodes) if nodes else (info or {}).get("nodes") or sorted(
-        {str(r["node"]) for r in recs})
+    job_nodes = (
+        expand_hostlist(nodes)
+        if nodes
+        else (info or {}).get("nodes") or sorted({str(r["node"]) for r in recs})
+    )
     state = job_state or (info or {}).get("state") or "FAILED"
     history = blame_history(store, list(spools), job_id)
-    d = algorithm1(job_nodes, recs, job_state=state, history=history,
-                   repair_after=repair_after).to_dict()
-    out = {"job_id": job_id, "run": chosen, "job_state": state, "job_nodes": job_nodes,
-           "records": len(recs), **d, "job": info}
+    d = algorithm1(
+        job_nodes, recs, job_state=state, history=history, repair_after=repair_after
+    ).to_dict()
+    out = {
+        "job_id": job_id,
+        "run": chosen,
+        "job_state": state,
+        "job_nodes": job_nodes,
+        "records": len(recs),
+        **d,
+        "job": info,
+    }
     if as_json:
         click.echo(json.dumps(out, default=str))
         return
-    click.echo(f"job {job_id} run {chosen} ({state}, {len(job_nodes)} nodes, "
-               f"{len(recs)} records): {d['verdict']}")
+    click.echo(
+        f"job {job_id} run {chosen} ({state}, {len(job_nodes)} nodes, "
+        f"{len(recs)} records): {d['verdict']}"
+    )
     click.echo(f"culprit: {', '.join(d['nodes']) or '-'}")
     click.echo(f"action:  {d['action']}")
     for n, a in d["actions"].items():

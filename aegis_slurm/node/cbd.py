@@ -95,9 +95,15 @@ def _ib_deltas(raw: Any, st: RunState) -> dict[str, dict[str, int]]:
     prev = st.data.get("ib_counters", {})
     cur = {f"{p.device}/{p.port}": p.counters for p in _ib_ports(raw, st) if p.counters}
     st.data["ib_counters"] = cur
-    return {port: {k: v - prev[port][k] for k, v in ctr.items()
-                   if k in prev.get(port, {}) and v >= prev[port][k]}
-            for port, ctr in cur.items() if port in prev}
+    return {
+        port: {
+            k: v - prev[port][k]
+            for k, v in ctr.items()
+            if k in prev.get(port, {}) and v >= prev[port][k]
+        }
+        for port, ctr in cur.items()
+        if port in prev
+    }
 
 
 def _json(raw: str, st: RunState) -> Any:
@@ -126,8 +132,13 @@ SPECS: list[Spec] = [
     Spec("services", "services", _ident, checks.services),
     # full profile: never on job start
     Spec("dcgm_diag", "dcgm_diag", _json, checks.dcgm_diag, "full"),
-    Spec("nccl_allreduce", "nccl_allreduce", lambda r, s: parse.parse_nccl_tests(r),
-         checks.nccl_allreduce, "full"),
+    Spec(
+        "nccl_allreduce",
+        "nccl_allreduce",
+        lambda r, s: parse.parse_nccl_tests(r),
+        checks.nccl_allreduce,
+        "full",
+    ),
     Spec("gpu_burn", "gpu_burn", lambda r, s: parse.parse_gpu_burn(r), checks.gpu_burn, "full"),
     Spec("data_read", "data_read", _ident, checks.data_read, "full"),
 ]
@@ -167,8 +178,11 @@ def _needed(probe: str, exp: dict[str, Any]) -> bool:
 def slurm_conf_text() -> str | None:
     """This node's slurm.conf: $SLURM_CONF (set in Prolog/Epilog), else the usual places
     (configless slurmd keeps a cached copy).  None when none is readable."""
-    for conf in (os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf",
-                 "/run/slurm/conf/slurm.conf", "/var/spool/slurmd/conf-cache/slurm.conf"):
+    for conf in (
+        os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf",
+        "/run/slurm/conf/slurm.conf",
+        "/var/spool/slurmd/conf-cache/slurm.conf",
+    ):
         with contextlib.suppress(OSError, ValueError):
             return Path(conf).read_text()
     return None
@@ -210,8 +224,9 @@ def node_state(state_dir: str | Path, host: str) -> Iterator[dict[str, Any]]:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         with os.fdopen(fd, "w") as f:
             f.write(json.dumps(data, sort_keys=True))
         os.replace(tmp, path)
@@ -231,11 +246,18 @@ def private_dir(d: Path) -> Path:
     return d
 
 
-def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
-        overrides: dict[str, ProbeFn] | None = None, root: str | Path | None = None,
-        state: dict[str, Any] | None = None,
-        only: list[str] | None = None, context: dict[str, Any] | None = None,
-        commit_xids: bool = True) -> list[Verdict]:
+def run(
+    cfg: dict[str, Any],
+    host: str,
+    profile: str = "light",
+    *,
+    overrides: dict[str, ProbeFn] | None = None,
+    root: str | Path | None = None,
+    state: dict[str, Any] | None = None,
+    only: list[str] | None = None,
+    context: dict[str, Any] | None = None,
+    commit_xids: bool = True,
+) -> list[Verdict]:
     """Run the checks of ``profile`` ("light" or "full" = light + full) and return verdicts.
 
     ``overrides`` replaces probe functions (tests: recorded output); ``state`` is the mutable
@@ -249,11 +271,17 @@ def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
     exp.update(context or {})
     timeout = float(rt.get("full_probe_timeout_s" if profile == "full" else "probe_timeout_s", 8))
     watchdog = float(rt.get("watchdog_s", 25)) if profile == "light" else timeout * 2
-    specs = [s for s in SPECS if (profile == "full" or s.profile == "light")
-             and (only is None or s.name in only)]
+    specs = [
+        s
+        for s in SPECS
+        if (profile == "full" or s.profile == "light") and (only is None or s.name in only)
+    ]
     # probe argv overrides: [probes] then any matching [[nodetype]] probes table
-    argv = {k: list(v) for k, v in {**cfg.get("probes", {}), **exp.pop("probes", {})}.items()
-            if isinstance(v, list)}
+    argv = {
+        k: list(v)
+        for k, v in {**cfg.get("probes", {}), **exp.pop("probes", {})}.items()
+        if isinstance(v, list)
+    }
     root = Path(root if root is not None else rt.get("root", "/"))
     ctx = probes.ProbeContext(exp=exp, root=root, timeout=timeout, argv=argv)
     fns = {**PROBES, **(overrides or {})}
@@ -268,8 +296,9 @@ def run(cfg: dict[str, Any], host: str, profile: str = "light", *,
         if not _needed(name, exp):
             sink.put(name, ("missing", "not needed"))
             continue
-        t = threading.Thread(target=_call, args=(fns[name], ctx, name, sink), daemon=True,
-                             name=f"probe-{name}")
+        t = threading.Thread(
+            target=_call, args=(fns[name], ctx, name, sink), daemon=True, name=f"probe-{name}"
+        )
         threads[name] = t
         t.start()
     deadline = time.monotonic() + watchdog

@@ -41,9 +41,12 @@ def scoped_gpus(smi: NvidiaSmiQuery, exp: Exp) -> list[tuple[int, dict]]:
     if exp.get("gpu_scope") != "job":
         return gpus
     want = {str(t).strip() for t in exp.get("job_gpus", [])}
-    return [(i, g) for i, g in gpus
-            if str(g.get("Minor Number", "")).strip() in want
-            or str(g.get("GPU UUID", "")).strip() in want]
+    return [
+        (i, g)
+        for i, g in gpus
+        if str(g.get("Minor Number", "")).strip() in want
+        or str(g.get("GPU UUID", "")).strip() in want
+    ]
 
 
 def _scope_note(exp: Exp) -> str:
@@ -124,8 +127,9 @@ def ecc_uncorrectable(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
         vol = g.get("ECC Errors", {}).get("Volatile", {})
         if not isinstance(vol, dict):
             continue
-        n = sum(as_int(v) or 0 for k, v in vol.items()
-                if "Uncorrectable" in k and isinstance(v, str))
+        n = sum(
+            as_int(v) or 0 for k, v in vol.items() if "Uncorrectable" in k and isinstance(v, str)
+        )
         if n > limit:
             bad.append(f"GPU{i} {n} uncorrectable volatile")
     if bad:
@@ -211,8 +215,12 @@ def pcie_link(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     return Verdict("pcie_link", PASS, "PCIe links at full width")
 
 
-_THROTTLE_BAD = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown",
-                 "SW Thermal Slowdown")
+_THROTTLE_BAD = (
+    "HW Slowdown",
+    "HW Thermal Slowdown",
+    "HW Power Brake Slowdown",
+    "SW Thermal Slowdown",
+)
 
 
 def clocks_thermal(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
@@ -269,8 +277,11 @@ def gpu_processes(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     if exp.get("gpu_processes_allowed"):
         return Verdict("gpu_processes", SKIP, "node is shared (gpu_processes_allowed)")
     if exp.get("gpu_scope") == "busy":
-        return Verdict("gpu_processes", SKIP,
-                       "healthcheck: node may be running jobs (HealthCheckNodeState != IDLE)")
+        return Verdict(
+            "gpu_processes",
+            SKIP,
+            "healthcheck: node may be running jobs (HealthCheckNodeState != IDLE)",
+        )
     gpus = scoped_gpus(smi, exp)
     if exp.get("gpu_scope") == "job" and not gpus:
         return Verdict("gpu_processes", SKIP, "no GPUs allocated to this job" + _scope_note(exp))
@@ -391,8 +402,9 @@ def ib_ports(ports: list[IbPort] | None, exp: Exp) -> Verdict:
         return Verdict("ib_ports", SKIP, "no IB ports expected")
     rate = float(exp.get("ib_rate_gbps", 0))
     mine = [p for p in ports if p.link_layer == layer or not p.link_layer]
-    good = [p for p in mine if p.state == "ACTIVE" and p.phys_state == "LinkUp"
-            and p.rate_gbps >= rate]
+    good = [
+        p for p in mine if p.state == "ACTIVE" and p.phys_state == "LinkUp" and p.rate_gbps >= rate
+    ]
     # ports that are up but slower than ib_rate_gbps (e.g. 100G front-end NICs next to 400G
     # fabric ports) only matter when they make the count fall short
     down = [p for p in mine if not (p.state == "ACTIVE" and p.phys_state == "LinkUp")]
@@ -404,14 +416,22 @@ def ib_ports(ports: list[IbPort] | None, exp: Exp) -> Verdict:
         return Verdict("ib_ports", FAIL, f"{len(good)}/{want} ports up; " + _join(bad))
     if bad:
         return Verdict("ib_ports", WARN, f"{len(good)} up; " + _join(bad))
-    return Verdict("ib_ports", PASS, f"{len(good)} {layer} ports active" +
-                   (f" at >= {rate:g} Gb/s" if rate else ""))
+    return Verdict(
+        "ib_ports",
+        PASS,
+        f"{len(good)} {layer} ports active" + (f" at >= {rate:g} Gb/s" if rate else ""),
+    )
 
 
 #: sysfs counter -> default max increase between two checks
-IB_COUNTER_LIMITS = {"link_downed": 0, "symbol_error": 100, "port_rcv_errors": 100,
-                     "link_error_recovery": 10, "excessive_buffer_overrun_errors": 0,
-                     "local_link_integrity_errors": 0}
+IB_COUNTER_LIMITS = {
+    "link_downed": 0,
+    "symbol_error": 100,
+    "port_rcv_errors": 100,
+    "link_error_recovery": 10,
+    "excessive_buffer_overrun_errors": 0,
+    "local_link_integrity_errors": 0,
+}
 
 
 def ib_counters(deltas: dict[str, dict[str, int]] | None, exp: Exp) -> Verdict:
@@ -424,8 +444,12 @@ def ib_counters(deltas: dict[str, dict[str, int]] | None, exp: Exp) -> Verdict:
     if not deltas:
         return Verdict("ib_counters", SKIP, "no IB counters (no ports or first reading)")
     limits = {**IB_COUNTER_LIMITS, **exp.get("ib_counter_limits", {})}
-    bad = [f"{port} {name}+{d}" for port, ctr in sorted(deltas.items())
-           for name, d in sorted(ctr.items()) if name in limits and d > limits[name]]
+    bad = [
+        f"{port} {name}+{d}"
+        for port, ctr in sorted(deltas.items())
+        for name, d in sorted(ctr.items())
+        if name in limits and d > limits[name]
+    ]
     if bad:
         return Verdict("ib_counters", WARN, _join(bad))
     return Verdict("ib_counters", PASS, f"error counters steady on {len(deltas)} ports")
@@ -437,8 +461,11 @@ def nics(present: dict[str, str] | None, exp: Exp) -> Verdict:
     if not want:
         return Verdict("nics", SKIP, "no NICs expected")
     present = present or {}
-    bad = [f"{n} missing" if n not in present else f"{n} {present[n]}"
-           for n in want if present.get(n) != "up"]
+    bad = [
+        f"{n} missing" if n not in present else f"{n} {present[n]}"
+        for n in want
+        if present.get(n) != "up"
+    ]
     if bad:
         return Verdict("nics", FAIL, _join(bad))
     return Verdict("nics", PASS, f"{len(want)} NICs up")
@@ -485,8 +512,7 @@ def disk_space(usage: dict[str, tuple[int, int] | str] | None, exp: Exp) -> Verd
         share = 100.0 * free / total if total else 0.0
         (bad if share < pct else ok).append(f"{path} {share:.1f}% free")
     if gone or bad:
-        return Verdict("disk_space", FAIL,
-                       _join(gone + bad) + (f" (< {pct:g}%)" if bad else ""))
+        return Verdict("disk_space", FAIL, _join(gone + bad) + (f" (< {pct:g}%)" if bad else ""))
     return Verdict("disk_space", PASS, _join(ok))
 
 
@@ -523,8 +549,11 @@ def time_sync(tx: dict[str, int] | None, exp: Exp) -> Verdict:
     err_ms = tx["maxerror_us"] / 1000
     if synced and err_ms <= max_ms:
         return Verdict("time_sync", PASS, f"synchronised, maxerror {err_ms:.1f} ms")
-    ev = (f"clock unsynchronised (maxerror {err_ms:.0f} ms)" if not synced
-          else f"maxerror {err_ms:.0f} ms > {max_ms:g} ms")
+    ev = (
+        f"clock unsynchronised (maxerror {err_ms:.0f} ms)"
+        if not synced
+        else f"maxerror {err_ms:.0f} ms > {max_ms:g} ms"
+    )
     return Verdict("time_sync", FAIL if mode == "require" else WARN, ev)
 
 
@@ -544,6 +573,7 @@ def services(running: set[str] | None, exp: Exp) -> Verdict:
 
 
 # ---- full profile -------------------------------------------------------------------------
+
 
 def nccl_allreduce(res: NcclResult | None, exp: Exp) -> Verdict:
     """Single-node nccl-tests all_reduce_perf: peak busbw >= ``nccl_min_busbw_gbps``.
@@ -574,8 +604,11 @@ def gpu_burn(res: GpuBurnResult | None, exp: Exp) -> Verdict:
     if rates:
         med = rates[len(rates) // 2]
         ratio = float(exp.get("burn_min_ratio", 0.8))
-        bad += [f"GPU{i} {g:.0f} Gflop/s < {ratio:g}x median {med:.0f}"
-                for i, g in enumerate(res.gflops) if g < ratio * med]
+        bad += [
+            f"GPU{i} {g:.0f} Gflop/s < {ratio:g}x median {med:.0f}"
+            for i, g in enumerate(res.gflops)
+            if g < ratio * med
+        ]
     if bad:
         return Verdict("gpu_burn", FAIL, _join(bad))
     return Verdict("gpu_burn", PASS, f"{len(res.tested)} GPUs OK, max temp {max(res.max_temp_c)}C")

@@ -26,8 +26,13 @@ def load(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Defaults merged with ``path`` (or $AEGIS_CBD_CONFIG, or /etc/aegis-slurm/cbd.toml)."""
     with DEFAULT_PATH.open("rb") as f:
         cfg = tomllib.load(f)
-    site = Path(path) if path else Path(os.environ[ENV_VAR]) if os.environ.get(ENV_VAR) else (
-        SITE_PATH if SITE_PATH.exists() else None)
+    site = (
+        Path(path)
+        if path
+        else Path(os.environ[ENV_VAR])
+        if os.environ.get(ENV_VAR)
+        else (SITE_PATH if SITE_PATH.exists() else None)
+    )
     if site is not None:
         with site.open("rb") as f:
             cfg = _merge(cfg, tomllib.load(f))

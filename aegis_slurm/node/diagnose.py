@@ -54,8 +54,9 @@ def _ev(node: str, s: dict[str, Any]) -> str:
     return f"{node}: {s.get('signal')} ({s.get('kind')}){when}: {s.get('detail', '')}"[:300]
 
 
-def root_diag(dist: dict[str, list[dict[str, Any]]],
-              job_nodes: list[str]) -> tuple[str | None, int, list[str]]:
+def root_diag(
+    dist: dict[str, list[dict[str, Any]]], job_nodes: list[str]
+) -> tuple[str | None, int, list[str]]:
     """Common source/destination of distributed errors: (endpoint, hosts naming it, evidence).
 
     An endpoint is a signal's ``peer`` (remote address/host/server); a reporting host that is
@@ -78,9 +79,14 @@ def root_diag(dist: dict[str, list[dict[str, Any]]],
     return None, 0, []
 
 
-def diagnose(job_nodes: list[str], records: list[dict[str, Any]], *,
-             job_state: str = "FAILED", history: dict[str, int] | None = None,
-             repair_after: int = REPAIR_AFTER) -> Diagnosis:
+def diagnose(
+    job_nodes: list[str],
+    records: list[dict[str, Any]],
+    *,
+    job_state: str = "FAILED",
+    history: dict[str, int] | None = None,
+    repair_after: int = REPAIR_AFTER,
+) -> Diagnosis:
     """Algorithm 1 over one run's records.  ``history``: node -> times blamed before."""
     history = history or {}
     by_node: dict[str, list[dict[str, Any]]] = {}
@@ -91,40 +97,83 @@ def diagnose(job_nodes: list[str], records: list[dict[str, Any]], *,
     crit = {n: [s for s in by_node.get(n, []) if s.get("kind") == "critical"] for n in nodes}
     if job_state == "NODE_FAIL":
         for n in missing:
-            crit[n] = [{"signal": "node_fail_no_record", "kind": "critical",
-                        "detail": "job ended NODE_FAIL and this node left no Epilog record"}]
+            crit[n] = [
+                {
+                    "signal": "node_fail_no_record",
+                    "kind": "critical",
+                    "detail": "job ended NODE_FAIL and this node left no Epilog record",
+                }
+            ]
     crit = {n: s for n, s in crit.items() if s}
     dist = {n: [s for s in by_node.get(n, []) if s.get("kind") == "distributed"] for n in nodes}
     dist = {n: s for n, s in dist.items() if s}
 
     def isolate(verdict: str, culprits: list[str], evidence: list[str], detail: str) -> Diagnosis:
         acts = {n: _node_action(n, history, repair_after) for n in culprits}
-        summary = "send for repair" if any("repair" in a for a in acts.values()) else \
-            "drain and reboot-and-recheck"
-        return Diagnosis(verdict, culprits, f"{summary}: {', '.join(culprits)}; restart the job",
-                         acts, evidence, detail, missing)
+        summary = (
+            "send for repair"
+            if any("repair" in a for a in acts.values())
+            else "drain and reboot-and-recheck"
+        )
+        return Diagnosis(
+            verdict,
+            culprits,
+            f"{summary}: {', '.join(culprits)}; restart the job",
+            acts,
+            evidence,
+            detail,
+            missing,
+        )
 
     if crit:
         ev = [_ev(n, s) for n, sigs in crit.items() for s in sigs]
-        return isolate("critical", sorted(crit), ev,
-                       f"critical errors on {len(crit)} of {len(nodes)} nodes")
+        return isolate(
+            "critical", sorted(crit), ev, f"critical errors on {len(crit)} of {len(nodes)} nodes"
+        )
     if 0 < len(dist) <= FEW_HOSTS:
         ev = [_ev(n, s) for n, sigs in dist.items() for s in sigs]
-        return isolate("distributed-few", sorted(dist), ev,
-                       f"distributed errors on only {len(dist)} host(s): isolate them")
+        return isolate(
+            "distributed-few",
+            sorted(dist),
+            ev,
+            f"distributed errors on only {len(dist)} host(s): isolate them",
+        )
     if dist:
         ev = [_ev(n, s) for n, sigs in dist.items() for s in sigs[:3]]
         culprit, n, why = root_diag(dist, nodes)
         if culprit is not None and culprit in nodes:
-            return isolate("root-cause", [culprit], why + ev,
-                           f"{n} of {len(dist)} hosts' errors point at {culprit}")
+            return isolate(
+                "root-cause",
+                [culprit],
+                why + ev,
+                f"{n} of {len(dist)} hosts' errors point at {culprit}",
+            )
         if culprit is not None:
-            return Diagnosis("external", [], f"not host-side: check {culprit} "
-                             "(network/storage endpoint outside the job)", {}, why + ev,
-                             f"{n} of {len(dist)} hosts' errors point at {culprit}", missing)
-        return Diagnosis("distributed", [], "no single culprit: check network and config "
-                         f"(NetDiag/ConfigCheck), offline diagnosis of {', '.join(sorted(dist))}",
-                         {}, ev, f"distributed errors on {len(dist)} hosts, no common "
-                         "source or destination", missing)
-    return Diagnosis("no-signals", [], "none: no hardware signal, likely an application failure",
-                     {}, [], "no critical or distributed signal on any node", missing)
+            return Diagnosis(
+                "external",
+                [],
+                f"not host-side: check {culprit} (network/storage endpoint outside the job)",
+                {},
+                why + ev,
+                f"{n} of {len(dist)} hosts' errors point at {culprit}",
+                missing,
+            )
+        return Diagnosis(
+            "distributed",
+            [],
+            "no single culprit: check network and config "
+            f"(NetDiag/ConfigCheck), offline diagnosis of {', '.join(sorted(dist))}",
+            {},
+            ev,
+            f"distributed errors on {len(dist)} hosts, no common source or destination",
+            missing,
+        )
+    return Diagnosis(
+        "no-signals",
+        [],
+        "none: no hardware signal, likely an application failure",
+        {},
+        [],
+        "no critical or distributed signal on any node",
+        missing,
+    )

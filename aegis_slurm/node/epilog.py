@@ -43,11 +43,30 @@ from aegis_slurm.node.verdict import FAIL, PASS, Verdict
 DEFAULTS = Path(__file__).with_name("epilog_default.toml")
 #: CBD checks worth re-running at job end (host state a crash leaves behind); "xid" only makes
 #: the kernel-log probe run in the same parallel pass (its verdict is not used: see _kernel)
-EPILOG_CHECKS = ("gpu_count", "ecc_uncorrectable", "row_remap", "pcie_link", "pci_links",
-                 "nvlink", "ib_ports", "nics", "mounts", "xid")
+EPILOG_CHECKS = (
+    "gpu_count",
+    "ecc_uncorrectable",
+    "row_remap",
+    "pcie_link",
+    "pci_links",
+    "nvlink",
+    "ib_ports",
+    "nics",
+    "mounts",
+    "xid",
+)
 KEEP_S = 86400.0  # loop-guard history kept per job (longer than any sane window)
-FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
-         "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")
+FINAL = (
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+)
 
 
 def load_config(path: str | None = None) -> dict[str, Any]:
@@ -97,13 +116,17 @@ def _bump(cfg: dict[str, Any], host: str, name: str) -> None:
 
 # ---- node side -------------------------------------------------------------------------------
 
+
 def _job_env() -> dict[str, Any]:
     e = os.environ
-    return {"job_id": e.get("SLURM_JOB_ID", ""), "run": int(e.get("SLURM_JOB_RESTART_COUNT") or 0),
-            "cluster": e.get("SLURM_CLUSTER_NAME", ""),
-            "partition": e.get("SLURM_JOB_PARTITION", ""),
-            "exit_code": e.get("SLURM_JOB_EXIT_CODE2", ""),
-            "nodelist": e.get("SLURM_JOB_NODELIST") or e.get("SLURM_NODELIST", "")}
+    return {
+        "job_id": e.get("SLURM_JOB_ID", ""),
+        "run": int(e.get("SLURM_JOB_RESTART_COUNT") or 0),
+        "cluster": e.get("SLURM_CLUSTER_NAME", ""),
+        "partition": e.get("SLURM_JOB_PARTITION", ""),
+        "exit_code": e.get("SLURM_JOB_EXIT_CODE2", ""),
+        "nodelist": e.get("SLURM_JOB_NODELIST") or e.get("SLURM_NODELIST", ""),
+    }
 
 
 def _tail(path: str, nbytes: int) -> str:
@@ -113,9 +136,14 @@ def _tail(path: str, nbytes: int) -> str:
         return f.read().decode("utf-8", "replace")
 
 
-def capture(cfg: dict[str, Any], host: str, state: dict[str, Any], *,
-            overrides: dict[str, cbd.ProbeFn] | None = None,
-            now: float | None = None) -> dict[str, Any]:
+def capture(
+    cfg: dict[str, Any],
+    host: str,
+    state: dict[str, Any],
+    *,
+    overrides: dict[str, cbd.ProbeFn] | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
     """One node's signals for the job that just ended.  Mutates ``state`` (seen lines, counters).
 
     Probes run once, in parallel, through the Prolog's runner (same per-probe timeout and
@@ -124,8 +152,9 @@ def capture(cfg: dict[str, Any], host: str, state: dict[str, Any], *,
     ep = cfg["epilog"]
     now = time.time() if now is None else now
     run_cfg = copy.deepcopy(cfg)
-    run_cfg.setdefault("runtime", {}).update(probe_timeout_s=float(ep["probe_timeout_s"]),
-                                             watchdog_s=float(ep["watchdog_s"]))
+    run_cfg.setdefault("runtime", {}).update(
+        probe_timeout_s=float(ep["probe_timeout_s"]), watchdog_s=float(ep["watchdog_s"])
+    )
     raw: dict[str, Any] = {}
     base = {**cbd.PROBES, **(overrides or {})}
 
@@ -133,17 +162,24 @@ def capture(cfg: dict[str, Any], host: str, state: dict[str, Any], *,
         def probe(ctx: probes.ProbeContext) -> Any:
             raw[name] = out = base[name](ctx)
             return out
+
         return probe
 
     wrapped = {name: keep(name) for name in base}
-    verdicts = [v for v in cbd.run(run_cfg, host, "light", overrides=wrapped, only=list(
-        EPILOG_CHECKS), state={}) if v.check != "xid"]
+    verdicts = [
+        v
+        for v in cbd.run(
+            run_cfg, host, "light", overrides=wrapped, only=list(EPILOG_CHECKS), state={}
+        )
+        if v.check != "xid"
+    ]
     out: list[dict[str, Any]] = []
     errors = [f"{v.check}: {v.evidence}" for v in verdicts if v.state == "probe_error"]
 
     # kernel log: lines not seen by the previous Epilog on this node in this boot
-    boot = probes.boot_id(probes.ProbeContext(exp={}, root=Path(run_cfg["runtime"].get(
-        "root", "/"))))
+    boot = probes.boot_id(
+        probes.ProbeContext(exp={}, root=Path(run_cfg["runtime"].get("root", "/")))
+    )
     ks = state.setdefault("kernel", {})
     if ks.get("boot_id") != boot:
         ks.clear()
@@ -155,8 +191,8 @@ def capture(cfg: dict[str, Any], host: str, state: dict[str, Any], *,
     if ep.get("syslog_path"):
         try:
             fresh, state["syslog_seen"] = sg.new_lines(
-                _tail(ep["syslog_path"], int(ep["syslog_tail_bytes"])),
-                state.get("syslog_seen", []))
+                _tail(ep["syslog_path"], int(ep["syslog_tail_bytes"])), state.get("syslog_seen", [])
+            )
             out += sg.link_flaps(fresh, int(ep["link_flap_min"]), now)
         except OSError as e:
             errors.append(f"syslog: {e}")
@@ -191,8 +227,9 @@ def last_cbd(cfg: dict[str, Any], host: str) -> dict[str, Any] | None:
     return {"at": last.get("at"), "mode": last.get("mode"), "rc": last.get("rc"), "verdicts": bad}
 
 
-def run_node(cfg: dict[str, Any], host: str,
-             overrides: dict[str, cbd.ProbeFn] | None = None) -> dict[str, Any]:
+def run_node(
+    cfg: dict[str, Any], host: str, overrides: dict[str, cbd.ProbeFn] | None = None
+) -> dict[str, Any]:
     """Epilog on one node: capture, then one durable spool record.  Returns the record."""
     t0 = time.monotonic()
     ep = cfg["epilog"]
@@ -200,21 +237,34 @@ def run_node(cfg: dict[str, Any], host: str,
     state_dir = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm"))
     with locked_json(state_dir / host / "epilog.json") as state:
         got = capture(cfg, host, state, overrides=overrides)
-    rec = {"v": 1, "node": host, "job_id": job["job_id"], "run": job["run"],
-           "cluster": job["cluster"], "partition": job["partition"],
-           "exit_code": job["exit_code"], "captured_at": now_iso(), **got,
-           "last_cbd": last_cbd(cfg, host)}
+    rec = {
+        "v": 1,
+        "node": host,
+        "job_id": job["job_id"],
+        "run": job["run"],
+        "cluster": job["cluster"],
+        "partition": job["partition"],
+        "exit_code": job["exit_code"],
+        "captured_at": now_iso(),
+        **got,
+        "last_cbd": last_cbd(cfg, host),
+    }
     rec["duration_s"] = round(time.monotonic() - t0, 4)
-    spool.append(ep["spool_dir"], rec, max_bytes=int(ep["spool_max_bytes"]),
-                 keep=int(ep["spool_keep"]))
+    spool.append(
+        ep["spool_dir"], rec, max_bytes=int(ep["spool_max_bytes"]), keep=int(ep["spool_keep"])
+    )
     if any(s["kind"] != sg.INFO for s in got["signals"]):
-        export.log("warning", f"{host} job={job['job_id']} epilog signals: " + ", ".join(
-            s["signal"] for s in got["signals"] if s["kind"] != sg.INFO)[:400],
-            bool(cfg.get("runtime", {}).get("syslog", True)))
+        export.log(
+            "warning",
+            f"{host} job={job['job_id']} epilog signals: "
+            + ", ".join(s["signal"] for s in got["signals"] if s["kind"] != sg.INFO)[:400],
+            bool(cfg.get("runtime", {}).get("syslog", True)),
+        )
     return rec
 
 
 # ---- slurmctld side --------------------------------------------------------------------------
+
 
 def slurm_cmd(cfg: dict[str, Any], argv: list[str]) -> str:
     """scontrol/sacctmgr/sacct as an argv list, bounded, with SLURM_CONF when configured (the
@@ -224,8 +274,9 @@ def slurm_cmd(cfg: dict[str, Any], argv: list[str]) -> str:
     return probes.run_argv(full, float(cfg["epilog"].get("command_timeout_s", 10)))
 
 
-def wait_records(dirs: list[str], cluster: str, job_id: str, run: int, nodes: list[str],
-                 wait_s: float) -> list[dict[str, Any]]:
+def wait_records(
+    dirs: list[str], cluster: str, job_id: str, run: int, nodes: list[str], wait_s: float
+) -> list[dict[str, Any]]:
     """Node records of this run readable from ``dirs``, waiting up to ``wait_s`` for all.
 
     Reads only the tail of each not-yet-found node's current spool file per poll.
@@ -238,8 +289,12 @@ def wait_records(dirs: list[str], cluster: str, job_id: str, run: int, nodes: li
                 continue
             for d in dirs:
                 for rec in spool.tail_records(Path(d) / n):
-                    if str(rec.get("job_id")) == job_id and int(rec.get("run", 0)) == run \
-                            and str(rec.get("cluster", "")) == cluster and rec["node"] == n:
+                    if (
+                        str(rec.get("job_id")) == job_id
+                        and int(rec.get("run", 0)) == run
+                        and str(rec.get("cluster", "")) == cluster
+                        and rec["node"] == n
+                    ):
                         found[n] = rec
         if len(found) >= len(set(nodes)) or time.monotonic() >= deadline:
             return list(found.values())
@@ -247,8 +302,10 @@ def wait_records(dirs: list[str], cluster: str, job_id: str, run: int, nodes: li
 
 
 def current_admin_comment(cfg: dict[str, Any], job_id: str) -> str:
-    out = slurm_cmd(cfg, ["sacct", "-n", "-P", "-X", "-D", "-j", job_id, "-S", "2000-01-01",
-                          "-o", "AdminComment"])
+    out = slurm_cmd(
+        cfg,
+        ["sacct", "-n", "-P", "-X", "-D", "-j", job_id, "-S", "2000-01-01", "-o", "AdminComment"],
+    )
     lines = out.splitlines()
     return lines[-1] if lines else ""
 
@@ -256,12 +313,24 @@ def current_admin_comment(cfg: dict[str, Any], job_id: str) -> str:
 def write_tag(cfg: dict[str, Any], job_id: str, tag: str) -> str:
     """Append ``tag`` to the ended job's AdminComment with sacctmgr (never clobbers)."""
     merged = sg.merge_comment(current_admin_comment(cfg, job_id), tag)
-    slurm_cmd(cfg, ["sacctmgr", "-i", "modify", "job", "where", f"jobid={job_id}", "set",
-                    f"AdminComment={merged}"])
+    slurm_cmd(
+        cfg,
+        [
+            "sacctmgr",
+            "-i",
+            "modify",
+            "job",
+            "where",
+            f"jobid={job_id}",
+            "set",
+            f"AdminComment={merged}",
+        ],
+    )
     return merged
 
 
 # -- crash-loop guard --
+
 
 def loop_limits(cfg: dict[str, Any], partition: str) -> dict[str, Any]:
     lg = cfg.get("loop_guard", {})
@@ -276,8 +345,9 @@ def _signal_of(exit_code: str) -> int:
         return 0
 
 
-def loop_decision(history: list[dict[str, Any]], limits: dict[str, Any],
-                  now: float) -> tuple[bool, int, str]:
+def loop_decision(
+    history: list[dict[str, Any]], limits: dict[str, Any], now: float
+) -> tuple[bool, int, str]:
     """Pure: (hold?, counted runs, why).  ``history`` = this job's run ends, this one included.
 
     Counts run ends inside ``window_minutes`` except those ended by an ignored signal
@@ -287,16 +357,22 @@ def loop_decision(history: list[dict[str, Any]], limits: dict[str, Any],
         return False, 0, "disabled"
     window = float(limits.get("window_minutes", 60)) * 60
     ignore = {int(x) for x in limits.get("ignore_exit_signals", [15])}
-    counted = [h for h in history if now - float(h["t"]) <= window
-               and _signal_of(str(h.get("exit_code", ""))) not in ignore]
+    counted = [
+        h
+        for h in history
+        if now - float(h["t"]) <= window and _signal_of(str(h.get("exit_code", ""))) not in ignore
+    ]
     k = int(limits.get("max_requeues", 5))
-    why = (f"{len(counted)} failed runs within {window / 60:g} min "
-           f"(limit {k}, restarts={history[-1].get('run') if history else '?'})")
+    why = (
+        f"{len(counted)} failed runs within {window / 60:g} min "
+        f"(limit {k}, restarts={history[-1].get('run') if history else '?'})"
+    )
     return len(counted) > k, len(counted), why
 
 
-def run_ctld(cfg: dict[str, Any], spawn: bool = True,
-             config_path: str | None = None) -> dict[str, Any]:
+def run_ctld(
+    cfg: dict[str, Any], spawn: bool = True, config_path: str | None = None
+) -> dict[str, Any]:
     """EpilogSlurmctld: loop guard, then tag (and optional auto-drain) for a failed job."""
     ep = cfg["epilog"]
     job = _job_env()
@@ -308,7 +384,8 @@ def run_ctld(cfg: dict[str, Any], spawn: bool = True,
     state_dir = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / "ctld"
     now = time.time()
     failed = job["exit_code"] not in ("", "0:0") or os.environ.get(
-        "SLURM_JOB_DERIVED_EC", "0") not in ("", "0")
+        "SLURM_JOB_DERIVED_EC", "0"
+    ) not in ("", "0")
     nodes = config.expand_hostlist(job["nodelist"]) if job["nodelist"] else []
     multi = len(nodes) >= int(ep.get("min_nodes_auto", 2))
     state = "FAILED" if failed else "COMPLETED"
@@ -333,8 +410,9 @@ def run_ctld(cfg: dict[str, Any], spawn: bool = True,
         res["loop"] = {"counted": n, "hold": hold, "why": why}
         if hold and spawn:
             _spawn_watch(jid, job["run"], why, config_path)
-            export.log("alert", f"job {jid} crash loop: {why}; holding it once requeued",
-                       use_syslog)
+            export.log(
+                "alert", f"job {jid} crash loop: {why}; holding it once requeued", use_syslog
+            )
 
     if not failed or not (ep.get("tag", True) or ep.get("auto_drain")):
         return res
@@ -359,7 +437,7 @@ def run_ctld(cfg: dict[str, Any], spawn: bool = True,
 
 
 def node_fail_state(cfg: dict[str, Any], jid: str) -> str:
-    """"NODE_FAIL" when slurmctld says the job ended because a node went down, else "COMPLETED"."""
+    """ "NODE_FAIL" when slurmctld says the job ended because a node went down, else "COMPLETED"."""
     try:
         out = slurm_cmd(cfg, ["scontrol", "-o", "show", "job", jid])
     except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed):
@@ -376,21 +454,35 @@ def auto_drain(cfg: dict[str, Any], jid: str, d: dict[str, Any], use_syslog: boo
     to = float(cfg["epilog"].get("command_timeout_s", 10))
     conf = cfg["epilog"].get("slurm_conf") or os.environ.get("SLURM_CONF", "")
     env_prefix = ["env", f"SLURM_CONF={conf}"] if conf else []
-    nodes = slurm.parse_scontrol_nodes(probes.run_argv(
-        [*env_prefix, "scontrol", "show", "nodes", "-o"], to))
+    nodes = slurm.parse_scontrol_nodes(
+        probes.run_argv([*env_prefix, "scontrol", "show", "nodes", "-o"], to)
+    )
     drained = []
     for node in d["nodes"]:
-        v = Verdict("diagnose", FAIL, f"job {jid} {d['verdict']}: " + (d["evidence"][:1] or [""])[
-            0].split(": ", 1)[-1])
+        v = Verdict(
+            "diagnose",
+            FAIL,
+            f"job {jid} {d['verdict']}: " + (d["evidence"][:1] or [""])[0].split(": ", 1)[-1],
+        )
         plan = slurm.plan_drain([v], node, nodes, cfg.get("guard", {}), datetime.now())
         if plan.action == "drain":
-            probes.run_argv([*env_prefix, "scontrol", "update", f"nodename={node}",
-                             "state=drain", f"reason={plan.reason}"], to)
+            probes.run_argv(
+                [
+                    *env_prefix,
+                    "scontrol",
+                    "update",
+                    f"nodename={node}",
+                    "state=drain",
+                    f"reason={plan.reason}",
+                ],
+                to,
+            )
             drained.append(node)
             export.log("crit", f"job {jid}: drained {node}: {plan.reason}", use_syslog)
         else:
-            export.log("alert", f"job {jid}: not draining {node}: {plan.action} {plan.detail}",
-                       use_syslog)
+            export.log(
+                "alert", f"job {jid}: not draining {node}: {plan.action} {plan.detail}", use_syslog
+            )
     return drained
 
 
@@ -398,14 +490,33 @@ def _spawn_watch(jid: str, run: int, why: str, config_path: str | None) -> None:
     """Detached watcher: the hold must wait until Slurm requeued the job (measured on 22.05:
     in EpilogSlurmctld the job is still COMPLETING and ``scontrol hold`` answers "Job has
     already finished")."""
-    argv = [sys.executable, "-I", "-m", "aegis_slurm.node.epilog", "--mode", "hold-watch",
-            "--job", jid, "--restarts", str(run), "--why", why]
+    argv = [
+        sys.executable,
+        "-I",
+        "-m",
+        "aegis_slurm.node.epilog",
+        "--mode",
+        "hold-watch",
+        "--job",
+        jid,
+        "--restarts",
+        str(run),
+        "--why",
+        why,
+    ]
     if config_path:
         argv += ["--config", config_path]
-    subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True,
-                     env={k: v for k, v in os.environ.items()
-                          if k in ("PATH", "AEGIS_CBD_CONFIG", "SLURM_CONF")})
+    subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+        env={
+            k: v for k, v in os.environ.items() if k in ("PATH", "AEGIS_CBD_CONFIG", "SLURM_CONF")
+        },
+    )
 
 
 _JOBSTATE = re.compile(r"\bJobState=(\S+)")
@@ -434,8 +545,15 @@ def hold_watch(cfg: dict[str, Any], jid: str, run: int, why: str) -> str:
             note = f"aegis:v1;loop=held {why}"[:200]
             with contextlib.suppress(probes.ProbeFailed, probes.ProbeTimeout):
                 old = current_admin_comment(cfg, jid)
-                slurm_cmd(cfg, ["scontrol", "update", f"jobid={jid}",
-                                f"AdminComment={(old + ' ' + note).strip()[-1000:]}"])
+                slurm_cmd(
+                    cfg,
+                    [
+                        "scontrol",
+                        "update",
+                        f"jobid={jid}",
+                        f"AdminComment={(old + ' ' + note).strip()[-1000:]}",
+                    ],
+                )
             state_dir = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm"))
             with locked_json(state_dir / "ctld" / "loops.json") as stt:
                 stt.setdefault("held", {})[jid] = {"at": now_iso(), "why": why}
@@ -446,6 +564,7 @@ def hold_watch(cfg: dict[str, Any], jid: str, run: int, why: str) -> str:
 
 
 # ---- process entry ---------------------------------------------------------------------------
+
 
 def _start_watchdog(seconds: float, cfg: dict[str, Any], host: str) -> None:
     def fire() -> None:
@@ -478,8 +597,9 @@ def main(argv: list[str] | None = None) -> int:
             res: Any = run_node(cfg, host)
         elif args.mode == "ctld":
             # tag wait + commands are bounded; this is the outer bound
-            _start_watchdog(float(ep["ctld_wait_s"]) + 4 * float(ep["command_timeout_s"]),
-                            cfg, host)
+            _start_watchdog(
+                float(ep["ctld_wait_s"]) + 4 * float(ep["command_timeout_s"]), cfg, host
+            )
             res = run_ctld(cfg, config_path=args.config)
         else:
             res = hold_watch(cfg, args.job, args.restarts, args.why)

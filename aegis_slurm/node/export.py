@@ -13,23 +13,36 @@ def _esc(s: str) -> str:
     return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
 
 
-def prom_text(verdicts: list[Verdict], *, host: str, profile: str, duration_s: float,
-              timestamp: float, counters: dict[str, float],
-              storm: list[str] | None = None,
-              guard_unavailable: list[str] | None = None) -> str:
+def prom_text(
+    verdicts: list[Verdict],
+    *,
+    host: str,
+    profile: str,
+    duration_s: float,
+    timestamp: float,
+    counters: dict[str, float],
+    storm: list[str] | None = None,
+    guard_unavailable: list[str] | None = None,
+) -> str:
     """Prometheus exposition text: one-hot verdict per check, run timing, aegis counters."""
-    lines = ["# HELP aegis_cbd_verdict Last CBD verdict per check (one-hot over state).",
-             "# TYPE aegis_cbd_verdict gauge"]
+    lines = [
+        "# HELP aegis_cbd_verdict Last CBD verdict per check (one-hot over state).",
+        "# TYPE aegis_cbd_verdict gauge",
+    ]
     for v in verdicts:
         for s in STATES:
-            lines.append(f'aegis_cbd_verdict{{check="{_esc(v.check)}",state="{s}",'
-                         f'profile="{profile}"}} {int(v.state == s)}')
-    lines += ["# HELP aegis_cbd_last_run_timestamp_seconds End of the last CBD run.",
-              "# TYPE aegis_cbd_last_run_timestamp_seconds gauge",
-              f'aegis_cbd_last_run_timestamp_seconds{{profile="{profile}"}} {timestamp:.3f}',
-              "# HELP aegis_cbd_duration_seconds Wall time of the last CBD run.",
-              "# TYPE aegis_cbd_duration_seconds gauge",
-              f'aegis_cbd_duration_seconds{{profile="{profile}"}} {duration_s:.3f}']
+            lines.append(
+                f'aegis_cbd_verdict{{check="{_esc(v.check)}",state="{s}",'
+                f'profile="{profile}"}} {int(v.state == s)}'
+            )
+    lines += [
+        "# HELP aegis_cbd_last_run_timestamp_seconds End of the last CBD run.",
+        "# TYPE aegis_cbd_last_run_timestamp_seconds gauge",
+        f'aegis_cbd_last_run_timestamp_seconds{{profile="{profile}"}} {timestamp:.3f}',
+        "# HELP aegis_cbd_duration_seconds Wall time of the last CBD run.",
+        "# TYPE aegis_cbd_duration_seconds gauge",
+        f'aegis_cbd_duration_seconds{{profile="{profile}"}} {duration_s:.3f}',
+    ]
     for name, val in sorted(counters.items()):
         lines += [f"# TYPE aegis_cbd_{name}_total counter", f"aegis_cbd_{name}_total {val:g}"]
     lines.append("# TYPE aegis_cbd_drain_storm_guard gauge")

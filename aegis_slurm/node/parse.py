@@ -134,9 +134,16 @@ def parse_ibstat(text: str) -> list[IbPort]:
 
     def flush() -> None:
         if cur is not None:
-            ports.append(IbPort(ca, port_no, cur.get("State", "").upper(),
-                                cur.get("Physical state", ""), float(cur.get("Rate", "0") or 0),
-                                cur.get("Link layer", "")))
+            ports.append(
+                IbPort(
+                    ca,
+                    port_no,
+                    cur.get("State", "").upper(),
+                    cur.get("Physical state", ""),
+                    float(cur.get("Rate", "0") or 0),
+                    cur.get("Link layer", ""),
+                )
+            )
 
     for line in text.splitlines():
         m = re.match(r"CA '([^']+)'", line)
@@ -159,12 +166,20 @@ def parse_ibstat(text: str) -> list[IbPort]:
 def ib_port_from_sysfs(device: str, port: int, files: dict[str, str]) -> IbPort:
     """Build an :class:`IbPort` from the text of sysfs files under ``ports/<n>/``."""
     rate = re.match(r"\s*([\d.]+)", files.get("rate", "0")) or None
-    counters = {k[len("counters/"):]: int(v) for k, v in files.items()
-                if k.startswith("counters/") and v.strip().lstrip("-").isdigit()}
-    return IbPort(device, port, _state_word(files.get("state", "")).upper(),
-                  _state_word(files.get("phys_state", "")),
-                  float(rate.group(1)) if rate else 0.0, files.get("link_layer", "").strip(),
-                  counters)
+    counters = {
+        k[len("counters/") :]: int(v)
+        for k, v in files.items()
+        if k.startswith("counters/") and v.strip().lstrip("-").isdigit()
+    }
+    return IbPort(
+        device,
+        port,
+        _state_word(files.get("state", "")).upper(),
+        _state_word(files.get("phys_state", "")),
+        float(rate.group(1)) if rate else 0.0,
+        files.get("link_layer", "").strip(),
+        counters,
+    )
 
 
 def parse_meminfo(text: str) -> dict[str, int]:
@@ -212,8 +227,12 @@ def parse_nccl_tests(text: str) -> NcclResult:
                 busbw.append(float(cols[6]))
             except ValueError:
                 continue
-    return NcclResult(float(avg.group(1)), max(busbw, default=0.0),
-                      int(oob.group(1)) if oob else 0, int(ngpus.group(1)) if ngpus else 0)
+    return NcclResult(
+        float(avg.group(1)),
+        max(busbw, default=0.0),
+        int(oob.group(1)) if oob else 0,
+        int(ngpus.group(1)) if ngpus else 0,
+    )
 
 
 @dataclass

@@ -71,10 +71,16 @@ def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> 
     if exe is None:
         raise ProbeMissing(f"{argv[0]} not found")
     try:
-        proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, text=True, errors="replace",
-                                env={"PATH": path, "LC_ALL": "C"})
+        proc = subprocess.Popen(
+            [exe, *argv[1:]],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            text=True,
+            errors="replace",
+            env={"PATH": path, "LC_ALL": "C"},
+        )
     except OSError as e:
         raise ProbeFailed(f"{argv[0]}: {e.strerror}") from None
     with _LIVE_LOCK:
@@ -103,6 +109,7 @@ def _cmd(ctx: ProbeContext, name: str, default: list[str], **kw: Any) -> str:
 
 # ---- GPU -----------------------------------------------------------------------------------
 
+
 def nvidia_smi_q(ctx: ProbeContext) -> str:
     return _cmd(ctx, "nvidia_smi_q", ["nvidia-smi", "-q"])
 
@@ -112,6 +119,7 @@ def nvlink_status(ctx: ProbeContext) -> str:
 
 
 # ---- kernel log ----------------------------------------------------------------------------
+
 
 def kernel_log(ctx: ProbeContext) -> str:
     """The kernel ring buffer: /dev/kmsg read non-blocking (no tool needed), or an argv."""
@@ -207,14 +215,17 @@ def pci_links(ctx: ProbeContext) -> dict[str, Any]:
     for bdf in manifest.get("pci", {}):
         dev = ctx.path(f"/sys/bus/pci/devices/{bdf}")
         try:
-            seen[bdf] = {"speed": (dev / "current_link_speed").read_text().strip(),
-                         "width": (dev / "current_link_width").read_text().strip()}
+            seen[bdf] = {
+                "speed": (dev / "current_link_speed").read_text().strip(),
+                "width": (dev / "current_link_width").read_text().strip(),
+            }
         except OSError:
             seen[bdf] = None
     return {"manifest": manifest.get("pci", {}), "sysfs": seen}
 
 
 # ---- filesystems ---------------------------------------------------------------------------
+
 
 def proc_mounts(ctx: ProbeContext) -> str:
     return ctx.path("/proc/self/mounts").read_text()
@@ -269,8 +280,11 @@ def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int] | str]:
             d = statfs_child(p, ctx.timeout)
         except ProbeFailed as e:  # missing path, not a directory, permission: a verdict
             msg = str(e)
-            res[p] = ("does not exist" if "No such file" in msg
-                      else "statfs failed: " + msg.rsplit(": ", 1)[-1])
+            res[p] = (
+                "does not exist"
+                if "No such file" in msg
+                else "statfs failed: " + msg.rsplit(": ", 1)[-1]
+            )
             return
         res[p] = (d["free"], d["total"])
 
@@ -300,6 +314,7 @@ def _swallow(fn: Any, item: str) -> None:
 
 # ---- host ----------------------------------------------------------------------------------
 
+
 def meminfo(ctx: ProbeContext) -> str:
     return ctx.path("/proc/meminfo").read_text()
 
@@ -309,9 +324,15 @@ def adjtimex(ctx: ProbeContext) -> dict[str, int]:
     import ctypes
 
     class Timex(ctypes.Structure):
-        _fields_ = [("modes", ctypes.c_uint), ("offset", ctypes.c_long), ("freq", ctypes.c_long),
-                    ("maxerror", ctypes.c_long), ("esterror", ctypes.c_long),
-                    ("status", ctypes.c_int), ("pad", ctypes.c_char * 200)]
+        _fields_ = [
+            ("modes", ctypes.c_uint),
+            ("offset", ctypes.c_long),
+            ("freq", ctypes.c_long),
+            ("maxerror", ctypes.c_long),
+            ("esterror", ctypes.c_long),
+            ("status", ctypes.c_int),
+            ("pad", ctypes.c_char * 200),
+        ]
 
     libc = ctypes.CDLL(None, use_errno=True)
     tx = Timex()
@@ -350,6 +371,7 @@ def process_names(ctx: ProbeContext) -> set[str]:
 
 # ---- full profile --------------------------------------------------------------------------
 
+
 def dcgm_diag(ctx: ProbeContext) -> str:
     lvl = str(ctx.exp.get("dcgm_level", 2))
     return _cmd(ctx, "dcgm_diag", ["dcgmi", "diag", "-r", lvl, "-j"], ok_rc=(0, 226))
@@ -357,8 +379,9 @@ def dcgm_diag(ctx: ProbeContext) -> str:
 
 def nccl_allreduce(ctx: ProbeContext) -> str:
     n = str(ctx.exp.get("gpus") or 8)
-    return _cmd(ctx, "nccl_allreduce",
-                ["all_reduce_perf", "-b", "8M", "-e", "4G", "-f", "2", "-g", n])
+    return _cmd(
+        ctx, "nccl_allreduce", ["all_reduce_perf", "-b", "8M", "-e", "4G", "-f", "2", "-g", n]
+    )
 
 
 def gpu_burn(ctx: ProbeContext) -> str:

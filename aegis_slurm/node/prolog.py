@@ -32,8 +32,13 @@ from aegis_slurm.node.verdict import FAIL, PASS, PROBE_ERROR, WARN, Verdict
 
 EXIT_REQUEUE = 1  # run_hook's "node drained, requeue the job" (what Slurm sees, via the wrapper)
 EXIT_DRAIN = 42  # the process exit code for EXIT_REQUEUE; the only one the wrapper passes on
-_SCONTROL_ERRORS = (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed, OSError,
-                    ValueError)
+_SCONTROL_ERRORS = (
+    probes.ProbeMissing,
+    probes.ProbeTimeout,
+    probes.ProbeFailed,
+    OSError,
+    ValueError,
+)
 
 
 def host_name() -> str:
@@ -62,8 +67,9 @@ def update_passes(state: dict[str, Any], verdicts: list[Verdict]) -> dict[str, i
     return passes
 
 
-def gpu_context(mode: str, env: dict[str, str] | os._Environ[str],
-                slurm_conf: str | None) -> dict[str, Any]:
+def gpu_context(
+    mode: str, env: dict[str, str] | os._Environ[str], slurm_conf: str | None
+) -> dict[str, Any]:
     """Which GPUs the job-state-sensitive checks (gpu_processes, clocks_thermal) may judge.
 
     * prolog: only this job's GPUs (``SLURM_JOB_GPUS``, else ``CUDA_VISIBLE_DEVICES``: minor
@@ -88,9 +94,11 @@ def _count_internal_error(cfg: dict[str, Any], host: str) -> float:
     """Best-effort persistent count of internal errors (separate file: state may be broken)."""
     try:
         d = cbd.private_dir(
-            Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / host)
-        fd = os.open(d / "internal_errors", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o600)
+            Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / host
+        )
+        fd = os.open(
+            d / "internal_errors", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         with os.fdopen(fd, "r+") as f:
             n = int(f.read() or 0) + 1
             f.seek(0)
@@ -101,8 +109,9 @@ def _count_internal_error(cfg: dict[str, Any], host: str) -> float:
         return -1.0
 
 
-def run_hook(mode: str, cfg: dict[str, Any], host: str,
-             overrides: dict[str, cbd.ProbeFn] | None = None) -> int:
+def run_hook(
+    mode: str, cfg: dict[str, Any], host: str, overrides: dict[str, cbd.ProbeFn] | None = None
+) -> int:
     """One Prolog/HealthCheck run: checks, policy, drain/resume, metrics.  Returns exit code."""
     rt = cfg.get("runtime", {})
     who = f"{host} job={os.environ.get('SLURM_JOB_ID', '-')} {mode}"
@@ -114,8 +123,9 @@ def run_hook(mode: str, cfg: dict[str, Any], host: str,
     storm_unknown: list[str] = []
     with cbd.node_state(rt.get("state_dir", "/var/lib/aegis-slurm"), host) as state:
         ctx = gpu_context(mode, os.environ, cbd.slurm_conf_text())
-        verdicts = cbd.run(cfg, host, "light", overrides=overrides, state=state, context=ctx,
-                           commit_xids=False)
+        verdicts = cbd.run(
+            cfg, host, "light", overrides=overrides, state=state, context=ctx, commit_xids=False
+        )
         passes = update_passes(state, verdicts)
         acts = actions_for(verdicts, cfg)
         # checks that are never auto-resumed (xid) first: theirs is the reason worth keeping
@@ -124,13 +134,17 @@ def run_hook(mode: str, cfg: dict[str, Any], host: str,
         _bump(state, "probe_errors", sum(v.state == PROBE_ERROR for v in verdicts))
         _bump(state, "internal_errors", sum(v.internal for v in verdicts))
         for v in acts["log"] + acts["alert"]:
-            export.log("alert" if v in acts["alert"] else "warning",
-                       f"{who} {v.check} {v.state}: {v.evidence}", use_syslog)
+            export.log(
+                "alert" if v in acts["alert"] else "warning",
+                f"{who} {v.check} {v.state}: {v.evidence}",
+                use_syslog,
+            )
         now = datetime.now()
         xid_acted = not any(v.check == "xid" for v in acts["drain"])
         if acts["drain"]:
             rc, storm, storm_unknown, xid_acted = _drain(
-                mode, cfg, host, state, acts["drain"], now, who, to, use_syslog)
+                mode, cfg, host, state, acts["drain"], now, who, to, use_syslog
+            )
         elif mode == "healthcheck":
             _maybe_resume(cfg, host, state, passes, to, use_syslog)
         if xid_acted:
@@ -142,17 +156,40 @@ def run_hook(mode: str, cfg: dict[str, Any], host: str,
             crash_file = state_dir / host / "internal_errors"
             with contextlib.suppress(OSError, ValueError):  # crashes counted outside the state
                 counters["internal_crashes"] = float(crash_file.read_text() or 0)
-            export.write_atomic(rt["textfile_dir"], f"aegis_cbd_{host}.prom", export.prom_text(
-                verdicts, host=host, profile="light", duration_s=dur, timestamp=time.time(),
-                counters=counters, storm=storm, guard_unavailable=storm_unknown))
-        state["last"] = {"verdicts": [v.to_dict() for v in verdicts], "rc": rc,
-                         "at": now.isoformat(timespec="seconds"), "mode": mode}
+            export.write_atomic(
+                rt["textfile_dir"],
+                f"aegis_cbd_{host}.prom",
+                export.prom_text(
+                    verdicts,
+                    host=host,
+                    profile="light",
+                    duration_s=dur,
+                    timestamp=time.time(),
+                    counters=counters,
+                    storm=storm,
+                    guard_unavailable=storm_unknown,
+                ),
+            )
+        state["last"] = {
+            "verdicts": [v.to_dict() for v in verdicts],
+            "rc": rc,
+            "at": now.isoformat(timespec="seconds"),
+            "mode": mode,
+        }
     return rc
 
 
-def _drain(mode: str, cfg: dict[str, Any], host: str, state: dict[str, Any],
-           failing: list[Verdict], now: datetime, who: str, to: float,
-           use_syslog: bool) -> tuple[int, list[str], list[str], bool]:
+def _drain(
+    mode: str,
+    cfg: dict[str, Any],
+    host: str,
+    state: dict[str, Any],
+    failing: list[Verdict],
+    now: datetime,
+    who: str,
+    to: float,
+    use_syslog: bool,
+) -> tuple[int, list[str], list[str], bool]:
     """Drain path: guard, drain, second look at the guard.  Returns (rc, checks stopped by the
     guard, checks whose guard could not be evaluated, whether the xid verdict was acted on).
 
@@ -168,8 +205,12 @@ def _drain(mode: str, cfg: dict[str, Any], host: str, state: dict[str, Any],
             raise ValueError("scontrol listed no nodes")
     except _SCONTROL_ERRORS as e:
         _bump(state, "guard_unavailable")
-        export.log("alert", f"{who} would drain for {', '.join(checks)} but cannot read node "
-                   f"states ({e}): drain-storm guard unavailable, NOT draining", use_syslog)
+        export.log(
+            "alert",
+            f"{who} would drain for {', '.join(checks)} but cannot read node "
+            f"states ({e}): drain-storm guard unavailable, NOT draining",
+            use_syslog,
+        )
         return 0, [], checks, False
     plan = slurm.plan_drain(failing, host, nodes, guard, now)
     if plan.action == "keep":
@@ -203,25 +244,41 @@ def _drain(mode: str, cfg: dict[str, Any], host: str, state: dict[str, Any],
             export.log("alert", f"{who} drain-storm guard: undrained again: {why}", use_syslog)
             return 0, [plan.check], [], False
     _bump(state, "drains")
-    state["drained"] = {"check": plan.check, "reason": plan.reason,
-                        "at": now.isoformat(timespec="seconds")}
+    state["drained"] = {
+        "check": plan.check,
+        "reason": plan.reason,
+        "at": now.isoformat(timespec="seconds"),
+    }
     export.log("crit", f"{who} drained: {plan.reason}", use_syslog)
     return want, [], [], plan.check == "xid"
 
 
-def _maybe_resume(cfg: dict[str, Any], host: str, state: dict[str, Any],
-                  passes: dict[str, int], to: float, use_syslog: bool) -> None:
+def _maybe_resume(
+    cfg: dict[str, Any],
+    host: str,
+    state: dict[str, Any],
+    passes: dict[str, int],
+    to: float,
+    use_syslog: bool,
+) -> None:
     try:
-        me = next((n for n in slurm.parse_scontrol_nodes(probes.run_argv(
-            ["scontrol", "show", "node", "-o", host], to)) if n.name == host), None)
+        me = next(
+            (
+                n
+                for n in slurm.parse_scontrol_nodes(
+                    probes.run_argv(["scontrol", "show", "node", "-o", host], to)
+                )
+                if n.name == host
+            ),
+            None,
+        )
     except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed):
         return
     if me is None or not me.ours:
         return
     check = me.aegis_check() or ""
     need = int(cfg.get("runtime", {}).get("resume_after_passes", 3))
-    if slurm.should_resume(me, passes, bool(config.policy(cfg, check).get("resume", True)),
-                           need):
+    if slurm.should_resume(me, passes, bool(config.policy(cfg, check).get("resume", True)), need):
         try:
             slurm.resume(host, to)
         except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed) as e:
@@ -229,8 +286,11 @@ def _maybe_resume(cfg: dict[str, Any], host: str, state: dict[str, Any],
             return
         _bump(state, "resumes")
         state.pop("drained", None)
-        export.log("notice", f"{host} resumed: {check} passed {passes.get(check)}x "
-                   f"(was: {me.reason})", use_syslog)
+        export.log(
+            "notice",
+            f"{host} resumed: {check} passed {passes.get(check)}x (was: {me.reason})",
+            use_syslog,
+        )
 
 
 def _raw_config(path: str | None) -> dict[str, Any]:
@@ -247,6 +307,7 @@ def _raw_config(path: str | None) -> dict[str, Any]:
 
 def _start_watchdog(seconds: float, cfg: dict[str, Any], host: str) -> threading.Timer:
     """Last line of defence: kill every probe process group and exit 0 (fail open, counted)."""
+
     def fire() -> None:
         probes.kill_live_children()
         _count_internal_error(cfg, host)
@@ -277,8 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         args = _parse_args(argv)
         cfg = config.load(args.config)
         rt = cfg.get("runtime", {})
-        _start_watchdog(float(rt.get("watchdog_s", 25)) + float(rt.get("watchdog_grace_s", 5)),
-                        cfg, host)
+        _start_watchdog(
+            float(rt.get("watchdog_s", 25)) + float(rt.get("watchdog_grace_s", 5)), cfg, host
+        )
         rc = run_hook(args.mode, cfg, host)
         if args.print:
             print(json.dumps({"host": host, "rc": rc}))

@@ -34,9 +34,13 @@ CRITICAL, DISTRIBUTED, INFO = "critical", "distributed", "info"
 
 def sig(name: str, kind: str, when: float | None, detail: str, **extra: Any) -> dict[str, Any]:
     """One signal dict (``time`` ISO 8601 UTC, or None when the source has no timestamp)."""
-    out: dict[str, Any] = {"signal": name, "kind": kind, "critical": kind == CRITICAL,
-                           "time": iso(when) if when is not None else None,
-                           "detail": " ".join(detail.split())[:240]}
+    out: dict[str, Any] = {
+        "signal": name,
+        "kind": kind,
+        "critical": kind == CRITICAL,
+        "time": iso(when) if when is not None else None,
+        "detail": " ".join(detail.split())[:240],
+    }
     out.update({k: v for k, v in extra.items() if v})
     return out
 
@@ -50,8 +54,10 @@ def iso(epoch: float) -> str:
 _KMSG = re.compile(r"^\d+,\d+,(\d+),[^;]*;")  # /dev/kmsg: prio,seq,usec-since-boot,flags;msg
 _RAW = re.compile(r"^\[\s*(\d+\.\d+)\]")  # dmesg: [  123.456789]
 _CTIME = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")  # dmesg -T
-_ISO = re.compile(r"^(?:\w+\s*:\w+\s*: )?"  # dmesg --decode prefix "kern  :warn  : "
-                  r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d)")
+_ISO = re.compile(
+    r"^(?:\w+\s*:\w+\s*: )?"  # dmesg --decode prefix "kern  :warn  : "
+    r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?[+-]\d\d:?\d\d)"
+)
 _SYSLOG = re.compile(r"^(\w{3} +\d+ \d\d:\d\d:\d\d) ")
 
 
@@ -115,8 +121,13 @@ def collapse(signals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One signal per (signal, device): the first occurrence, with ``count`` when repeated."""
     out: dict[tuple[str, ...], dict[str, Any]] = {}
     for s in signals:
-        key = (s["signal"], str(s.get("pci", "")), str(s.get("peer", "")),
-               str(s.get("iface", "")), str(s.get("port", "")))
+        key = (
+            s["signal"],
+            str(s.get("pci", "")),
+            str(s.get("peer", "")),
+            str(s.get("iface", "")),
+            str(s.get("port", "")),
+        )
         if key in out:
             out[key]["count"] = out[key].get("count", 1) + 1
         else:
@@ -125,6 +136,7 @@ def collapse(signals: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 # ---- kernel-log patterns (besides XIDs) ------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Pattern:
@@ -137,28 +149,68 @@ class Pattern:
 _PEER = r"(\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w.-]*)"
 PATTERNS: tuple[Pattern, ...] = (
     Pattern("gpu_lost", CRITICAL, re.compile(r"NVRM: .*has fallen off the bus")),
-    Pattern("gpu_driver", CRITICAL, re.compile(r"NVRM: .*(RmInitAdapter failed|"
-                                               r"failed to initialize|GPU is lost)")),
+    Pattern(
+        "gpu_driver",
+        CRITICAL,
+        re.compile(
+            r"NVRM: .*(RmInitAdapter failed|"
+            r"failed to initialize|GPU is lost)"
+        ),
+    ),
     Pattern("mce", CRITICAL, re.compile(r"(Machine Check Exception|mce: \[Hardware Error\])")),
-    Pattern("pcie_aer_fatal", CRITICAL,
-            re.compile(r"PCIe Bus Error: severity=(Uncorrected \(Fatal\)|Fatal)")),
-    Pattern("pcie_aer", INFO, re.compile(r"PCIe Bus Error: severity=(Corrected|"
-                                         r"Uncorrected \(Non-Fatal\))")),
-    Pattern("pcie_link_degraded", CRITICAL,
-            re.compile(r"(PCIe link|link) (?:is )?(?:degraded|down-?trained|limited by)")),
-    Pattern("ib_link_down", DISTRIBUTED,
-            re.compile(r"(mlx\d_core|ib\w*|mlx\d_\d+).*([Ll]ink down|lost carrier|"
-                       r"port state (changed to )?DOWN)")),
-    Pattern("nccl_error", DISTRIBUTED,
-            re.compile(r"NCCL (WARN|ERROR|error).*?(?:(?:peer|remote|from|to) " + _PEER + r")?$"),
-            2),
-    Pattern("conn_reset", DISTRIBUTED,
-            re.compile(r"[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"), 1),
+    Pattern(
+        "pcie_aer_fatal",
+        CRITICAL,
+        re.compile(r"PCIe Bus Error: severity=(Uncorrected \(Fatal\)|Fatal)"),
+    ),
+    Pattern(
+        "pcie_aer",
+        INFO,
+        re.compile(
+            r"PCIe Bus Error: severity=(Corrected|"
+            r"Uncorrected \(Non-Fatal\))"
+        ),
+    ),
+    Pattern(
+        "pcie_link_degraded",
+        CRITICAL,
+        re.compile(r"(PCIe link|link) (?:is )?(?:degraded|down-?trained|limited by)"),
+    ),
+    Pattern(
+        "ib_link_down",
+        DISTRIBUTED,
+        re.compile(
+            r"(mlx\d_core|ib\w*|mlx\d_\d+).*([Ll]ink down|lost carrier|"
+            r"port state (changed to )?DOWN)"
+        ),
+    ),
+    Pattern(
+        "nccl_error",
+        DISTRIBUTED,
+        re.compile(r"NCCL (WARN|ERROR|error).*?(?:(?:peer|remote|from|to) " + _PEER + r")?$"),
+        2,
+    ),
+    Pattern(
+        "conn_reset",
+        DISTRIBUTED,
+        re.compile(r"[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"),
+        1,
+    ),
     Pattern("nfs_timeout", DISTRIBUTED, re.compile(r"nfs: server (\S+) not responding"), 1),
-    Pattern("lustre_error", DISTRIBUTED,
-            re.compile(r"Lustre: .*(?:lost connection|Connection to) \S*? ?\(at (\S+?)\)"), 1),
-    Pattern("fs_error", CRITICAL, re.compile(r"(EXT4-fs error|XFS \(\S+\): .*(Corruption|"
-                                             r"metadata I/O error)|Buffer I/O error)")),
+    Pattern(
+        "lustre_error",
+        DISTRIBUTED,
+        re.compile(r"Lustre: .*(?:lost connection|Connection to) \S*? ?\(at (\S+?)\)"),
+        1,
+    ),
+    Pattern(
+        "fs_error",
+        CRITICAL,
+        re.compile(
+            r"(EXT4-fs error|XFS \(\S+\): .*(Corruption|"
+            r"metadata I/O error)|Buffer I/O error)"
+        ),
+    ),
 )
 
 
@@ -172,8 +224,15 @@ def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict
             ev = events[0]
             info = xidcat.classify(ev.code)
             kind = CRITICAL if info.severity == xidcat.XidSeverity.CRITICAL else INFO
-            out.append(sig(f"xid{ev.code}", kind, t, f"XID {ev.code} on {ev.pci}: {info.meaning}"
-                           f" ({info.action})", pci=ev.pci))
+            out.append(
+                sig(
+                    f"xid{ev.code}",
+                    kind,
+                    t,
+                    f"XID {ev.code} on {ev.pci}: {info.meaning} ({info.action})",
+                    pci=ev.pci,
+                )
+            )
             continue
         for p in PATTERNS:
             m = p.regex.search(line)
@@ -202,8 +261,15 @@ def link_flaps(lines: list[str], min_losses: int, now: float) -> list[dict[str, 
     for ifname, times in sorted(losses.items()):
         if len(times) >= min_losses:
             first = next((t for t in times if t is not None), None)
-            out.append(sig("link_flap", DISTRIBUTED, first,
-                           f"{ifname} lost carrier {len(times)}x", iface=ifname))
+            out.append(
+                sig(
+                    "link_flap",
+                    DISTRIBUTED,
+                    first,
+                    f"{ifname} lost carrier {len(times)}x",
+                    iface=ifname,
+                )
+            )
     return out
 
 
@@ -239,6 +305,7 @@ def verdict_signals(verdicts: list[Verdict], now: float) -> list[dict[str, Any]]
 
 # ---- counter deltas (state kept by the caller between Epilog runs) ---------------------------
 
+
 def gpu_counters(smi: NvidiaSmiQuery) -> dict[str, dict[str, int]]:
     """Per GPU bus id: volatile ECC correctable/uncorrectable and remapped-row counts."""
     out: dict[str, dict[str, int]] = {}
@@ -257,8 +324,9 @@ def gpu_counters(smi: NvidiaSmiQuery) -> dict[str, dict[str, int]]:
     return out
 
 
-def gpu_counter_signals(prev: dict[str, dict[str, int]], cur: dict[str, dict[str, int]],
-                        now: float) -> list[dict[str, Any]]:
+def gpu_counter_signals(
+    prev: dict[str, dict[str, int]], cur: dict[str, dict[str, int]], now: float
+) -> list[dict[str, Any]]:
     """ECC and row-remap counter growth since the previous Epilog (a reset restarts counting)."""
     out = []
     for bus, c in cur.items():
@@ -267,36 +335,71 @@ def gpu_counter_signals(prev: dict[str, dict[str, int]], cur: dict[str, dict[str
             continue
         d = {k: v - p.get(k, v) for k, v in c.items() if v >= p.get(k, v)}
         if d.get("ecc_uncorr"):
-            out.append(sig("ecc_uncorrectable", CRITICAL, now,
-                           f"GPU {bus}: +{d['ecc_uncorr']} uncorrectable ECC", pci=bus))
+            out.append(
+                sig(
+                    "ecc_uncorrectable",
+                    CRITICAL,
+                    now,
+                    f"GPU {bus}: +{d['ecc_uncorr']} uncorrectable ECC",
+                    pci=bus,
+                )
+            )
         if d.get("remap_uncorr"):
-            out.append(sig("row_remap_uncorrectable", INFO, now,
-                           f"GPU {bus}: +{d['remap_uncorr']} rows remapped (uncorrectable)",
-                           pci=bus))
+            out.append(
+                sig(
+                    "row_remap_uncorrectable",
+                    INFO,
+                    now,
+                    f"GPU {bus}: +{d['remap_uncorr']} rows remapped (uncorrectable)",
+                    pci=bus,
+                )
+            )
         if d.get("ecc_corr") or d.get("remap_corr"):
-            out.append(sig("ecc_correctable", INFO, now, f"GPU {bus}: +{d.get('ecc_corr', 0)} "
-                           f"correctable ECC, +{d.get('remap_corr', 0)} rows remapped", pci=bus))
+            out.append(
+                sig(
+                    "ecc_correctable",
+                    INFO,
+                    now,
+                    f"GPU {bus}: +{d.get('ecc_corr', 0)} "
+                    f"correctable ECC, +{d.get('remap_corr', 0)} rows remapped",
+                    pci=bus,
+                )
+            )
     return out
 
 
 #: IB port counters whose growth during a job is a link problem (names as in sysfs counters/)
 IB_FLAP = ("link_downed",)
-IB_ERRORS = ("symbol_error", "port_rcv_errors", "link_error_recovery",
-             "local_link_integrity_errors", "excessive_buffer_overrun_errors")
+IB_ERRORS = (
+    "symbol_error",
+    "port_rcv_errors",
+    "link_error_recovery",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+)
 
 
-def ib_counter_signals(deltas: dict[str, dict[str, int]], min_errors: int,
-                       now: float) -> list[dict[str, Any]]:
+def ib_counter_signals(
+    deltas: dict[str, dict[str, int]], min_errors: int, now: float
+) -> list[dict[str, Any]]:
     out = []
     for port, d in sorted(deltas.items()):
         downs = sum(d.get(k, 0) for k in IB_FLAP)
         errs = {k: d[k] for k in IB_ERRORS if d.get(k, 0) > 0}
         if downs:
-            out.append(sig("ib_link_flap", DISTRIBUTED, now, f"{port}: link_downed +{downs}",
-                           port=port))
+            out.append(
+                sig("ib_link_flap", DISTRIBUTED, now, f"{port}: link_downed +{downs}", port=port)
+            )
         if sum(errs.values()) >= min_errors:
-            out.append(sig("ib_errors", DISTRIBUTED, now, f"{port}: " + ", ".join(
-                f"{k} +{v}" for k, v in errs.items()), port=port))
+            out.append(
+                sig(
+                    "ib_errors",
+                    DISTRIBUTED,
+                    now,
+                    f"{port}: " + ", ".join(f"{k} +{v}" for k, v in errs.items()),
+                    port=port,
+                )
+            )
     return out
 
 
@@ -315,8 +418,11 @@ def make_tag(pairs: list[tuple[str, str]], max_len: int = 120) -> str:
     seen: set[str] = set()
     uniq = []
     for node, signal in pairs:
-        if node not in seen and re.fullmatch(r"[\w.\-\[\]]+", node) and \
-                re.fullmatch(r"\w+", signal):
+        if (
+            node not in seen
+            and re.fullmatch(r"[\w.\-\[\]]+", node)
+            and re.fullmatch(r"\w+", signal)
+        ):
             seen.add(node)
             uniq.append(f"{node}:{signal}")
     if not uniq:

@@ -40,7 +40,7 @@ class NodeInfo:
         """The check named in an aegis drain reason, else None."""
         if not self.ours:
             return None
-        return self.reason[len(PREFIX):].split(":", 1)[0].strip()
+        return self.reason[len(PREFIX) :].split(":", 1)[0].strip()
 
 
 _REASON_RE = re.compile(r"Reason=(.*?) \[([^@\]]*)@(\S+?)\]")
@@ -81,12 +81,16 @@ class DrainPlan:
 
 
 def _limits(guard: dict[str, Any]) -> tuple[timedelta, float, int]:
-    return (timedelta(minutes=float(guard.get("window_minutes", 60))),
-            float(guard.get("max_drained_share", 0.2)), int(guard.get("max_drained_nodes", 10)))
+    return (
+        timedelta(minutes=float(guard.get("window_minutes", 60))),
+        float(guard.get("max_drained_share", 0.2)),
+        int(guard.get("max_drained_nodes", 10)),
+    )
 
 
-def storm_tripped(check: str, me: str, nodes: list[NodeInfo], guard: dict[str, Any],
-                  now: datetime) -> tuple[bool, str]:
+def storm_tripped(
+    check: str, me: str, nodes: list[NodeInfo], guard: dict[str, Any], now: datetime
+) -> tuple[bool, str]:
     """Would draining ``me`` for ``check`` exceed the guard?  Pure.
 
     Share cap: every node *currently* drained by aegis for ``check`` counts, whatever its age
@@ -100,16 +104,18 @@ def storm_tripped(check: str, me: str, nodes: list[NodeInfo], guard: dict[str, A
     total = max(len(nodes), 1)
     would = len(same) + 1
     if would / total > share:
-        return True, (f"{would}/{total} nodes would be drained for {check} "
-                      f"(limit {share:.0%})")
+        return True, (f"{would}/{total} nodes would be drained for {check} (limit {share:.0%})")
     if len(recent) + 1 > cap:
-        return True, (f"{len(recent) + 1} nodes drained for {check} within "
-                      f"{window.total_seconds() / 60:g} min (limit {cap})")
+        return True, (
+            f"{len(recent) + 1} nodes drained for {check} within "
+            f"{window.total_seconds() / 60:g} min (limit {cap})"
+        )
     return False, ""
 
 
-def storm_overshoot(check: str, me: str, nodes: list[NodeInfo], guard: dict[str, Any],
-                    now: datetime) -> tuple[bool, str]:
+def storm_overshoot(
+    check: str, me: str, nodes: list[NodeInfo], guard: dict[str, Any], now: datetime
+) -> tuple[bool, str]:
     """After draining ``me``: is ``me`` beyond the guard in the deterministic order?  Pure.
 
     Prologs failing at the same instant each passed :func:`storm_tripped` before the others
@@ -119,22 +125,27 @@ def storm_overshoot(check: str, me: str, nodes: list[NodeInfo], guard: dict[str,
     it meanwhile): nothing to undo.
     """
     window, share, cap = _limits(guard)
-    same = sorted((n for n in nodes if n.drained and n.aegis_check() == check),
-                  key=lambda n: (n.reason_time or datetime.min, n.name))
+    same = sorted(
+        (n for n in nodes if n.drained and n.aegis_check() == check),
+        key=lambda n: (n.reason_time or datetime.min, n.name),
+    )
     names = [n.name for n in same]
     if me not in names:
         return False, ""
-    ahead = same[:names.index(me) + 1]  # me and the nodes ranked before me
+    ahead = same[: names.index(me) + 1]  # me and the nodes ranked before me
     recent = [n for n in ahead if n.reason_time is None or now - n.reason_time <= window]
     total = max(len(nodes), 1)
     if len(ahead) / total > share or len(recent) > cap:
-        return True, (f"{me} is #{len(ahead)} of {len(same)}/{total} nodes drained for {check} "
-                      f"(limit {cap} nodes, {share:.0%})")
+        return True, (
+            f"{me} is #{len(ahead)} of {len(same)}/{total} nodes drained for {check} "
+            f"(limit {cap} nodes, {share:.0%})"
+        )
     return False, ""
 
 
-def plan_drain(failing: list[Verdict], me: str, nodes: list[NodeInfo], guard: dict[str, Any],
-               now: datetime) -> DrainPlan:
+def plan_drain(
+    failing: list[Verdict], me: str, nodes: list[NodeInfo], guard: dict[str, Any], now: datetime
+) -> DrainPlan:
     """Decide what to do about checks whose policy says drain.  Pure.
 
     Never overwrites a reason aegis did not set; keeps an existing aegis reason (and its
@@ -145,8 +156,9 @@ def plan_drain(failing: list[Verdict], me: str, nodes: list[NodeInfo], guard: di
     mine = next((n for n in nodes if n.name == me), None)
     if mine is not None and (mine.drained or "DOWN" in mine.state):
         who = "aegis" if mine.ours else "someone else"
-        return DrainPlan("keep", failing[0].check, mine.reason,
-                         f"already drained by {who}: {mine.reason}")
+        return DrainPlan(
+            "keep", failing[0].check, mine.reason, f"already drained by {who}: {mine.reason}"
+        )
     storms = []
     for v in failing:
         tripped, why = storm_tripped(v.check, me, nodes, guard, now)
@@ -156,23 +168,23 @@ def plan_drain(failing: list[Verdict], me: str, nodes: list[NodeInfo], guard: di
     return DrainPlan("storm", failing[0].check, "", "; ".join(storms))
 
 
-def should_resume(info: NodeInfo, passes: dict[str, int], policy_resume: bool,
-                  needed: int) -> bool:
+def should_resume(info: NodeInfo, passes: dict[str, int], policy_resume: bool, needed: int) -> bool:
     """Resume only a node aegis drained, whose draining check passed ``needed`` times since."""
     check = info.aegis_check()
-    return (info.drained and check is not None and policy_resume
-            and passes.get(check, 0) >= needed)
+    return info.drained and check is not None and policy_resume and passes.get(check, 0) >= needed
 
 
 # ---- I/O: scontrol with argv lists and short timeouts --------------------------------------
+
 
 def show_nodes(timeout: float) -> list[NodeInfo]:
     return parse_scontrol_nodes(probes.run_argv(["scontrol", "show", "nodes", "-o"], timeout))
 
 
 def drain(node: str, reason: str, timeout: float) -> None:
-    probes.run_argv(["scontrol", "update", f"nodename={node}", "state=drain",
-                     f"reason={reason}"], timeout)
+    probes.run_argv(
+        ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"], timeout
+    )
 
 
 def resume(node: str, timeout: float) -> None:

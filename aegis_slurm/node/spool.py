@@ -32,8 +32,12 @@ TMP_MARK = ".tmp."
 
 
 def _key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
-    return (str(rec.get("cluster", "")), str(rec.get("job_id", "")), str(rec.get("run", "")),
-            str(rec.get("node", "")))
+    return (
+        str(rec.get("cluster", "")),
+        str(rec.get("job_id", "")),
+        str(rec.get("run", "")),
+        str(rec.get("node", "")),
+    )
 
 
 def _mkdir_private(d: Path) -> None:
@@ -56,8 +60,13 @@ def node_dir(spool_dir: str | os.PathLike[str], node: str) -> Path:
     return Path(spool_dir) / node
 
 
-def append(spool_dir: str | os.PathLike[str], record: dict[str, Any], *,
-           max_bytes: int = 1 << 20, keep: int = 4) -> Path:
+def append(
+    spool_dir: str | os.PathLike[str],
+    record: dict[str, Any],
+    *,
+    max_bytes: int = 1 << 20,
+    keep: int = 4,
+) -> Path:
     """Durably add ``record`` (must have ``node``); a record with the same (cluster, job_id, run,
     node) replaces the older one (an Epilog re-run is idempotent).  Returns the file path."""
     root = Path(spool_dir)
@@ -102,8 +111,14 @@ def append(spool_dir: str | os.PathLike[str], record: dict[str, Any], *,
 
 def _rotate(d: Path, keep: int) -> None:
     """signals.jsonl -> .1 -> .2 ... -> .keep; the oldest falls off."""
-    have = sorted((int(f.name[len(FILE) + 1:]) for f in d.glob(FILE + ".*")
-                   if f.name[len(FILE) + 1:].isdigit()), reverse=True)
+    have = sorted(
+        (
+            int(f.name[len(FILE) + 1 :])
+            for f in d.glob(FILE + ".*")
+            if f.name[len(FILE) + 1 :].isdigit()
+        ),
+        reverse=True,
+    )
     for i in have:
         if i >= keep:
             (d / f"{FILE}.{i}").unlink()
@@ -122,14 +137,15 @@ def spool_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
             out.append(p)
             continue
         for f in sorted(p.rglob(FILE + "*")):
-            suffix = f.name[len(FILE):]
+            suffix = f.name[len(FILE) :]
             if f.is_file() and (suffix == "" or suffix[1:].isdigit()):
                 out.append(f)
     return out
 
 
-def read_records(paths: list[str | os.PathLike[str]],
-                 errors: list[str] | None = None) -> Iterator[dict[str, Any]]:
+def read_records(
+    paths: list[str | os.PathLike[str]], errors: list[str] | None = None
+) -> Iterator[dict[str, Any]]:
     """All records in the spool files under ``paths``.  Unreadable lines go to ``errors``."""
     for f in spool_files(paths):
         try:

@@ -61,8 +61,12 @@ CATALOG: dict[int, XidInfo] = {
         XidInfo(58, "Unstable video memory interface", _C, "drain; hardware ticket"),
         XidInfo(61, "Internal micro-controller breakpoint", _C, "drain; reset GPU"),
         XidInfo(62, "Internal micro-controller halt", _C, "drain; reset GPU"),
-        XidInfo(63, "Row-remap / page-retirement recording event", _W,
-                "decide via remapped-rows pending state"),
+        XidInfo(
+            63,
+            "Row-remap / page-retirement recording event",
+            _W,
+            "decide via remapped-rows pending state",
+        ),
         XidInfo(64, "Row-remap / page-retirement failure", _C, "drain; reset; RMA criterion"),
         XidInfo(65, "Video processor exception", _C, "drain; reset GPU"),
         XidInfo(68, "NVDEC0 exception", _W, "log (video engine)"),
@@ -115,17 +119,22 @@ class XidEvent:
 # matters: the kernel quotes user-controlled text inside other messages (``evil[42]: segfault at
 # ... in NVRM: Xid (...): 79``), and any user can write ``NVRM: Xid`` to syslog under their own
 # tag; neither may look like a critical XID.
-_STAMP = (r"(?:\[\s*\d+\.\d+\]"  # dmesg raw
-          r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\]"  # dmesg -T
-          r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]?\d*(?:[+-]\d\d:?\d\d|Z)?)")  # iso
-_SYSLOG = (r"(?:[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d"  # "Feb 23 16:24:18"
-           r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?)"  # iso
-           r" \S+ kernel: (?:" + _STAMP + r" ?)?")
+_STAMP = (
+    r"(?:\[\s*\d+\.\d+\]"  # dmesg raw
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\]"  # dmesg -T
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]?\d*(?:[+-]\d\d:?\d\d|Z)?)"
+)  # iso
+_SYSLOG = (
+    r"(?:[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d"  # "Feb 23 16:24:18"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?)"  # iso
+    r" \S+ kernel: (?:" + _STAMP + r" ?)?"
+)
 _XID_RE = re.compile(
     r"^(?:\d+,\d+,\d+,[^;]*;"  # /dev/kmsg "pri,seq,usec,flags;"
     r"|(?:[a-z]+ *:[a-z]+ *: )?(?:" + _STAMP + r" ?)?"  # dmesg [--decode] [stamp]
     r"|" + _SYSLOG + r")"
-    r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)")
+    r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)\): (\d+)"
+)
 #: the kernel's reports of user-space crashes quote the user's binary/library names verbatim
 _USER_TEXT = ("segfault at", "traps:")
 

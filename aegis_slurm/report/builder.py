@@ -73,8 +73,10 @@ def render_html(report: dict[str, Any], figures: dict[str, dict[str, Any]]) -> s
 
 
 def _read_signals(path: Path) -> pl.DataFrame:
-    sig = pl.read_parquet(path) if path.suffix == ".parquet" else pl.read_csv(
-        path, try_parse_dates=True
+    sig = (
+        pl.read_parquet(path)
+        if path.suffix == ".parquet"
+        else pl.read_csv(path, try_parse_dates=True)
     )
     # Same normalisation as the analytics commands (cli/analytics_cmd._load).
     return sig.with_columns(

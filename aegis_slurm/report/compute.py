@@ -102,8 +102,13 @@ def drains_by_check(events: pl.DataFrame | None, month: Month) -> dict[str, Any]
     """Drains the aegis Prolog made (Reason ``aegis: <check>: ...``) in ``month``, by check and by
     node, next to all other drain/down events (counted, not broken down)."""
     if events is None:
-        return {"events_given": False, "aegis_drains": 0, "other_outs": 0, "by_check": [],
-                "by_node": []}
+        return {
+            "events_given": False,
+            "aegis_drains": 0,
+            "other_outs": 0,
+            "by_check": [],
+            "by_node": [],
+        }
     ev = _in(events, "time_start", month).filter(
         pl.col("state").str.contains(r"^(DOWN|DRAIN|FAIL)")
     )
@@ -142,8 +147,13 @@ def _common_size(mttf_buckets: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 
 def _headline(
-    tax: dict[str, Any], fr: dict[str, Any], gp: dict[str, Any], loops: list[dict[str, Any]],
-    lemons: dict[str, Any], drains: dict[str, Any], jobs: int,
+    tax: dict[str, Any],
+    fr: dict[str, Any],
+    gp: dict[str, Any],
+    loops: list[dict[str, Any]],
+    lemons: dict[str, Any],
+    drains: dict[str, Any],
+    jobs: int,
 ) -> dict[str, Any]:
     by_state = {r["state"]: r["runs"] for r in tax["by_state"]}
     return {
@@ -160,9 +170,7 @@ def _headline(
     }
 
 
-def _analyse(
-    runs: pl.DataFrame, events: pl.DataFrame | None, month: Month
-) -> dict[str, Any]:
+def _analyse(runs: pl.DataFrame, events: pl.DataFrame | None, month: Month) -> dict[str, Any]:
     """The per-month sections, exactly as the CLI commands compute them."""
     linked = link_job_runs(runs)
     fr = failure_rate(runs, min_gpus=MIN_GPUS)
@@ -193,33 +201,42 @@ def _analyse(
     }
 
 
-def _ettr_planning(rf: float | None, common: dict[str, Any] | None, cluster_nodes: int
-                   ) -> dict[str, Any]:
+def _ettr_planning(
+    rf: float | None, common: dict[str, Any] | None, cluster_nodes: int
+) -> dict[str, Any]:
     """E[ETTR] vs checkpoint interval at the measured r_f (three job sizes) and the r_f × Δt map
     for a whole-cluster job (HPCA'25 Fig. 10), with the checkpoint plan at each size."""
     if not rf:
-        return {"available": False, "reason": "r_f could not be measured this month "
-                "(no infrastructure failure in runs with more than 128 GPUs, or no such runs)"}
-    sizes = sorted({
-        *([common["gpus"]] if common else []),
-        max(GPUS_PER_NODE, cluster_nodes * GPUS_PER_NODE),
-        16384,
-    })
+        return {
+            "available": False,
+            "reason": "r_f could not be measured this month "
+            "(no infrastructure failure in runs with more than 128 GPUs, or no such runs)",
+        }
+    sizes = sorted(
+        {
+            *([common["gpus"]] if common else []),
+            max(GPUS_PER_NODE, cluster_nodes * GPUS_PER_NODE),
+            16384,
+        }
+    )
     intervals = np.unique(np.round(np.geomspace(1.0, 240.0, 60), 2))
     curves = []
     for g in sizes:
         n = -(-g // GPUS_PER_NODE)
         plan = checkpoint_plan(n, rf, U0_MIN, 0.0)
-        curves.append({
-            "gpus": g,
-            "n_nodes": n,
-            "mttf_hours": theory_mttf_hours(n, rf),
-            "ettr_at_60min": max(0.0, ettr_longrun(n, rf, U0_MIN, DT_CP_MIN, 0.0, 0.0)),
-            "ettr_at_optimal": plan["ettr_at_optimal"],
-            "interval_min": intervals.tolist(),
-            "ettr": [max(0.0, ettr_longrun(n, rf, U0_MIN, float(d), 0.0, 0.0))
-                     for d in intervals],
-        })
+        curves.append(
+            {
+                "gpus": g,
+                "n_nodes": n,
+                "mttf_hours": theory_mttf_hours(n, rf),
+                "ettr_at_60min": max(0.0, ettr_longrun(n, rf, U0_MIN, DT_CP_MIN, 0.0, 0.0)),
+                "ettr_at_optimal": plan["ettr_at_optimal"],
+                "interval_min": intervals.tolist(),
+                "ettr": [
+                    max(0.0, ettr_longrun(n, rf, U0_MIN, float(d), 0.0, 0.0)) for d in intervals
+                ],
+            }
+        )
     # The paper's Fig. 10 asks what the *next* generation of runs needs: a job 8x this
     # cluster's GPU count, at least 16k GPUs.
     map_gpus = max(16384, 8 * cluster_nodes * GPUS_PER_NODE)
@@ -246,21 +263,38 @@ def _nodes_to_watch(lemons: dict[str, Any], drains: dict[str, Any]) -> list[dict
     out: dict[str, dict[str, Any]] = {}
     for row in lemons["nodes"]:
         out[row["node"]] = {
-            "node": row["node"], "lemon_rank": row["rank"], "blamed_failures": row["node_fails"],
-            "aegis_drains": 0, "why": [f"lemon: {', '.join(row['reasons']) or 'blamed failures'}"],
+            "node": row["node"],
+            "lemon_rank": row["rank"],
+            "blamed_failures": row["node_fails"],
+            "aegis_drains": 0,
+            "why": [f"lemon: {', '.join(row['reasons']) or 'blamed failures'}"],
         }
     for row in drains["by_node"]:
         entry = out.get(row["node"])
         if entry is None and row["drains"] < DRAIN_WATCH:
             continue
         if entry is None:
-            entry = out.setdefault(row["node"], {
-                "node": row["node"], "lemon_rank": None, "blamed_failures": 0,
-                "aegis_drains": 0, "why": []})
+            entry = out.setdefault(
+                row["node"],
+                {
+                    "node": row["node"],
+                    "lemon_rank": None,
+                    "blamed_failures": 0,
+                    "aegis_drains": 0,
+                    "why": [],
+                },
+            )
         entry["aegis_drains"] = row["drains"]
         entry["why"].append(f"{row['drains']} aegis drains ({', '.join(row['checks'])})")
-    return sorted(out.values(), key=lambda e: (e["lemon_rank"] is None, e["lemon_rank"] or 0,
-                                               -e["aegis_drains"], e["node"]))
+    return sorted(
+        out.values(),
+        key=lambda e: (
+            e["lemon_rank"] is None,
+            e["lemon_rank"] or 0,
+            -e["aegis_drains"],
+            e["node"],
+        ),
+    )
 
 
 def _delta(this: Any, prev: Any) -> dict[str, Any]:
@@ -299,18 +333,32 @@ def compute_report(
     common = _common_size(cur["mttf"]["buckets"])
     nodes = _cluster_nodes(this_runs)
     largest = max((b["gpus"] for b in cur["mttf"]["buckets"]), default=0)
-    next_sizes = sorted({2 * largest, 4 * largest, max(GPUS_PER_NODE, nodes * GPUS_PER_NODE),
-                         *PROJECT_SIZES} - {0})
+    next_sizes = sorted(
+        {2 * largest, 4 * largest, max(GPUS_PER_NODE, nodes * GPUS_PER_NODE), *PROJECT_SIZES} - {0}
+    )
     projection = project_mttf(next_sizes, rf, GPUS_PER_NODE) if rf else []
 
-    head = _headline(cur["taxonomy"], cur["failure_rate"], cur["goodput"],
-                     cur["requeue_loops"]["loops"], cur["lemon_nodes"], cur["drains"],
-                     cur["jobs"])
+    head = _headline(
+        cur["taxonomy"],
+        cur["failure_rate"],
+        cur["goodput"],
+        cur["requeue_loops"]["loops"],
+        cur["lemon_nodes"],
+        cur["drains"],
+        cur["jobs"],
+    )
     prev_head = (
-        _headline(before["taxonomy"], before["failure_rate"], before["goodput"],
-                  before["requeue_loops"]["loops"], before["lemon_nodes"], before["drains"],
-                  before["jobs"])
-        if before else None
+        _headline(
+            before["taxonomy"],
+            before["failure_rate"],
+            before["goodput"],
+            before["requeue_loops"]["loops"],
+            before["lemon_nodes"],
+            before["drains"],
+            before["jobs"],
+        )
+        if before
+        else None
     )
     rf_prev = before["failure_rate"]["rf_per_1000_node_days"] if before else None
     rf_now = cur["failure_rate"]["rf_per_1000_node_days"]
@@ -320,16 +368,21 @@ def compute_report(
         "gpu_hours": head["gpu_hours"],
         "rf_per_1000_node_days": rf_now,
         "rf_ci90_per_1000": [
-            None if cur["failure_rate"]["ci90_low"] is None else cur["failure_rate"]["ci90_low"]
-            * 1000,
-            None if cur["failure_rate"]["ci90_high"] is None
+            None
+            if cur["failure_rate"]["ci90_low"] is None
+            else cur["failure_rate"]["ci90_low"] * 1000,
+            None
+            if cur["failure_rate"]["ci90_high"] is None
             else cur["failure_rate"]["ci90_high"] * 1000,
         ],
         "rf_lower_bound_only": cur["failure_rate"]["lower_bound_only"],
         "rf_previous_per_1000_node_days": rf_prev,
-        "rf_change_per_1000_node_days": None if rf_now is None or rf_prev is None
+        "rf_change_per_1000_node_days": None
+        if rf_now is None or rf_prev is None
         else rf_now - rf_prev,
-        "common_size": None if common is None else {
+        "common_size": None
+        if common is None
+        else {
             "gpus": common["gpus"],
             "runs": common["runs"],
             "failures": common["failures"],
@@ -343,24 +396,30 @@ def compute_report(
         "cluster_nodes_seen": nodes,
         "goodput_lost_gpu_hours": cur["goodput"]["goodput_lost_total"],
         "goodput_lost_share": (cur["goodput"]["goodput_lost_total"] / head["gpu_hours"])
-        if head["gpu_hours"] else None,
+        if head["gpu_hours"]
+        else None,
     }
-    mom = (
-        [{"metric": k, **_delta(head[k], prev_head[k])} for k in head] if prev_head else []
-    )
+    mom = [{"metric": k, **_delta(head[k], prev_head[k])} for k in head] if prev_head else []
     notes = []
     if not any(b["gpus"] > MIN_GPUS for b in cur["mttf"]["buckets"]):
-        notes.append(f"No runs with more than {MIN_GPUS} GPUs ended this month: r_f, the MTTF "
-                     "theory line and the ETTR planning need them.")
+        notes.append(
+            f"No runs with more than {MIN_GPUS} GPUs ended this month: r_f, the MTTF "
+            "theory line and the ETTR planning need them."
+        )
     elif rf is None or rf == 0:
-        notes.append(f"No infrastructure failure in runs with more than {MIN_GPUS} GPUs this "
-                     "month: r_f is 0 (its 90% upper bound is shown).")
+        notes.append(
+            f"No infrastructure failure in runs with more than {MIN_GPUS} GPUs this "
+            "month: r_f is 0 (its 90% upper bound is shown)."
+        )
     if signals is None:
-        notes.append("No node-signal table given (--signals): FAILED runs are attributed from "
-                     "AdminComment tags and node events only.")
+        notes.append(
+            "No node-signal table given (--signals): FAILED runs are attributed from "
+            "AdminComment tags and node events only."
+        )
     if events is None:
-        notes.append("No node events given (--events): drains by check and out counts are "
-                     "unavailable.")
+        notes.append(
+            "No node events given (--events): drains by check and out counts are unavailable."
+        )
     if before is None:
         notes.append(f"No runs ended in {prev}: month-over-month deltas are unavailable.")
 
@@ -368,8 +427,11 @@ def compute_report(
         "month": str(month),
         "period": {"start": month.start, "end": month.end},
         "parameters": {
-            "min_gpus": MIN_GPUS, "window_days": WINDOW_DAYS, "gpus_per_node": GPUS_PER_NODE,
-            "u0_min": U0_MIN, "ckpt_interval_min": DT_CP_MIN,
+            "min_gpus": MIN_GPUS,
+            "window_days": WINDOW_DAYS,
+            "gpus_per_node": GPUS_PER_NODE,
+            "u0_min": U0_MIN,
+            "ckpt_interval_min": DT_CP_MIN,
             "common_size_min_runs": COMMON_SIZE_MIN_RUNS,
         },
         "summary": summary,
@@ -387,4 +449,3 @@ def compute_report(
         "month_over_month": mom,
         "notes": notes,
     }
-

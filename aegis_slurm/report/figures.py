@@ -21,32 +21,60 @@ from matplotlib.ticker import MaxNLocator
 
 # Okabe & Ito (2008), the colour-blind-safe qualitative palette.
 OI = {
-    "black": "#000000", "orange": "#E69F00", "sky": "#56B4E9", "green": "#009E73",
-    "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7",
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
 }
-CYCLE = [OI["blue"], OI["vermillion"], OI["green"], OI["orange"], OI["purple"], OI["sky"],
-         OI["black"]]
+CYCLE = [
+    OI["blue"],
+    OI["vermillion"],
+    OI["green"],
+    OI["orange"],
+    OI["purple"],
+    OI["sky"],
+    OI["black"],
+]
 HATCHES = ["", "//", "..", "xx", "\\\\", "--", "oo"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X"]
 STYLES = ["-", "--", ":", "-."]
 
 #: Fixed state colours so every month's Fig. 3 reads the same.
 STATE_COLOR = {
-    "COMPLETED": OI["green"], "FAILED": OI["vermillion"], "CANCELLED": OI["sky"],
-    "PREEMPTED": OI["orange"], "REQUEUED": OI["purple"], "TIMEOUT": OI["yellow"],
-    "NODE_FAIL": OI["black"], "OUT_OF_MEMORY": OI["blue"],
+    "COMPLETED": OI["green"],
+    "FAILED": OI["vermillion"],
+    "CANCELLED": OI["sky"],
+    "PREEMPTED": OI["orange"],
+    "REQUEUED": OI["purple"],
+    "TIMEOUT": OI["yellow"],
+    "NODE_FAIL": OI["black"],
+    "OUT_OF_MEMORY": OI["blue"],
 }
 
 Result = Figure | str
 
 
 def _style() -> None:
-    matplotlib.rcParams.update({
-        "font.size": 9, "axes.titlesize": 10, "axes.labelsize": 9, "legend.fontsize": 8,
-        "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
-        "grid.alpha": 0.3, "grid.linewidth": 0.5, "svg.fonttype": "none",
-        "figure.dpi": 100, "savefig.bbox": "tight",
-    })
+    matplotlib.rcParams.update(
+        {
+            "font.size": 9,
+            "axes.titlesize": 10,
+            "axes.labelsize": 9,
+            "legend.fontsize": 8,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "grid.linewidth": 0.5,
+            "svg.fonttype": "none",
+            "figure.dpi": 100,
+            "savefig.bbox": "tight",
+        }
+    )
 
 
 def _fig(w: float = 7.0, h: float = 3.2, ncols: int = 1) -> tuple[Figure, Any]:
@@ -69,26 +97,42 @@ def fig_end_states(r: dict[str, Any]) -> Result:
     states = [x["state"] for x in rows]
     fig, (a1, a2) = _fig(7.5, 0.45 * len(states) + 1.2, 2)
     y = np.arange(len(states))
-    for ax, key, title in ((a1, "run_share", "Share of run records"),
-                           (a2, "gpu_hour_share", "Share of GPU-hours")):
+    for ax, key, title in (
+        (a1, "run_share", "Share of run records"),
+        (a2, "gpu_hour_share", "Share of GPU-hours"),
+    ):
         vals = [100 * (x[key] or 0.0) for x in rows]
-        bars = ax.barh(y, vals, color=[STATE_COLOR.get(s, OI["sky"]) for s in states],
-                       edgecolor="black", linewidth=0.5)
+        bars = ax.barh(
+            y,
+            vals,
+            color=[STATE_COLOR.get(s, OI["sky"]) for s in states],
+            edgecolor="black",
+            linewidth=0.5,
+        )
         for i, b in enumerate(bars):
             b.set_hatch(HATCHES[i % len(HATCHES)])
-            ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {vals[i]:.1f}%",
-                    va="center", fontsize=8)
+            ax.text(
+                b.get_width(),
+                b.get_y() + b.get_height() / 2,
+                f" {vals[i]:.1f}%",
+                va="center",
+                fontsize=8,
+            )
         ax.set_yticks(y, states)
         ax.invert_yaxis()
         ax.set_xlabel("%")
         ax.set_title(title)
         ax.set_xlim(0, max(vals) * 1.25 + 1)
     a2.set_yticklabels([])
-    infra = next((c for c in r["taxonomy"]["by_category"] if c["category"] == "infra_failure"),
-                 None)
+    infra = next(
+        (c for c in r["taxonomy"]["by_category"] if c["category"] == "infra_failure"), None
+    )
     if infra is not None:  # the paper's "HW" slice: rare by count, heavy in GPU-hours
-        fig.suptitle(f"Infrastructure failures: {100 * infra['run_share']:.2f}% of runs, "
-                     f"{100 * (infra['gpu_hour_share'] or 0):.1f}% of GPU-hours", fontsize=9)
+        fig.suptitle(
+            f"Infrastructure failures: {100 * infra['run_share']:.2f}% of runs, "
+            f"{100 * (infra['gpu_hour_share'] or 0):.1f}% of GPU-hours",
+            fontsize=9,
+        )
     return fig
 
 
@@ -97,16 +141,26 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
     fr = r["failure_rate"]
     roll = [x for x in fr.get("rolling", []) if x.get("rf_30d") is not None]
     if not roll:
-        return (f"No runs with more than {fr['min_gpus']} GPUs ended in the last two months: "
-                "there is no failure rate to plot.")
+        return (
+            f"No runs with more than {fr['min_gpus']} GPUs ended in the last two months: "
+            "there is no failure rate to plot."
+        )
     fig, (a1, a2) = _fig(8.0, 3.2, 2)
-    d = [x["date"] if isinstance(x["date"], date) else date.fromisoformat(str(x["date"]))
-         for x in roll]
+    d = [
+        x["date"] if isinstance(x["date"], date) else date.fromisoformat(str(x["date"]))
+        for x in roll
+    ]
     # Until 30 days of history exist the window is partial: drawn dotted, it is noisier.
     full = next((i for i, di in enumerate(d) if (di - d[0]).days >= 29), len(d))
     ys = [1000 * x["rf_30d"] for x in roll]
-    a1.plot(d[: full + 1], ys[: full + 1], color=OI["blue"], lw=1.2, ls=":",
-            label="r_f, window < 30 days")
+    a1.plot(
+        d[: full + 1],
+        ys[: full + 1],
+        color=OI["blue"],
+        lw=1.2,
+        ls=":",
+        label="r_f, window < 30 days",
+    )
     a1.plot(d[full:], ys[full:], color=OI["blue"], lw=1.8, label="r_f, 30-day rolling")
 
     loc = mdates.AutoDateLocator(maxticks=6)
@@ -115,14 +169,21 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
     fail_days = [(di, x["failures"]) for di, x in zip(d, roll, strict=True) if x["failures"]]
     if fail_days:
         ax2 = a1.twinx()
-        ax2.vlines([f[0] for f in fail_days], 0, [f[1] for f in fail_days], color=OI["vermillion"],
-                   lw=1.2, label="failures that day")
+        ax2.vlines(
+            [f[0] for f in fail_days],
+            0,
+            [f[1] for f in fail_days],
+            color=OI["vermillion"],
+            lw=1.2,
+            label="failures that day",
+        )
         ax2.set_ylabel("failures / day", color=OI["vermillion"])
         ax2.set_ylim(0, max(f[1] for f in fail_days) * 3)
         ax2.grid(False)
     if fr["rf_per_1000_node_days"] is not None:
-        a1.axhline(fr["rf_per_1000_node_days"], color=OI["black"], ls="--", lw=1,
-                   label="this month")
+        a1.axhline(
+            fr["rf_per_1000_node_days"], color=OI["black"], ls="--", lw=1, label="this month"
+        )
     a1.set_ylabel("failures / 1000 node-days")
     a1.set_title(f"Failure rate r_f (runs > {fr['min_gpus']} GPUs)")
     a1.legend(loc="upper left")
@@ -133,8 +194,9 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
             agg[c["cause"]] = agg.get(c["cause"], 0) + c["failures"]
         items = sorted(agg.items(), key=lambda kv: -kv[1])[:10]
         y = np.arange(len(items))
-        bars = a2.barh(y, [v for _, v in items], color=OI["vermillion"], edgecolor="black",
-                       linewidth=0.5)
+        bars = a2.barh(
+            y, [v for _, v in items], color=OI["vermillion"], edgecolor="black", linewidth=0.5
+        )
         for i, b in enumerate(bars):
             b.set_hatch(HATCHES[i % len(HATCHES)])
         a2.set_yticks(y, [k for k, _ in items])
@@ -143,8 +205,7 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
         a2.set_title("Infrastructure failures by cause")
     else:
         a2.axis("off")
-        a2.text(0.5, 0.5, "no infrastructure failure\nin runs > 128 GPUs", ha="center",
-                va="center")
+        a2.text(0.5, 0.5, "no infrastructure failure\nin runs > 128 GPUs", ha="center", va="center")
     return fig
 
 
@@ -160,29 +221,61 @@ def fig_mttf(r: dict[str, Any]) -> Result:
         y = np.array([b["mttf_hours"] for b in has], float)
         lo = np.array([b["ci90_low_hours"] for b in has], float)
         hi = np.array([b["ci90_high_hours"] or np.nan for b in has], float)
-        ax.errorbar(x, y, yerr=[y - lo, np.where(np.isnan(hi), 0, hi - y)], fmt="o",
-                    color=OI["blue"], ecolor=OI["blue"], capsize=3, ms=5,
-                    label="measured MTTF (90% interval)")
+        ax.errorbar(
+            x,
+            y,
+            yerr=[y - lo, np.where(np.isnan(hi), 0, hi - y)],
+            fmt="o",
+            color=OI["blue"],
+            ecolor=OI["blue"],
+            capsize=3,
+            ms=5,
+            label="measured MTTF (90% interval)",
+        )
     zero = [b for b in buckets if b["mttf_hours"] is None]
     if zero:
         # No failure: only a lower bound on MTTF (the 90% interval's low end).
-        ax.scatter([b["gpus"] for b in zero], [b["ci90_low_hours"] for b in zero], marker="^",
-                   facecolors="none", edgecolors=OI["green"], s=36,
-                   label="no failure: MTTF above this")
+        ax.scatter(
+            [b["gpus"] for b in zero],
+            [b["ci90_low_hours"] for b in zero],
+            marker="^",
+            facecolors="none",
+            edgecolors=OI["green"],
+            s=36,
+            label="no failure: MTTF above this",
+        )
     rf = r["mttf"]["rf_per_node_day"]
     proj = r.get("mttf_projection") or []
     if rf:
         xmax = max([b["gpus"] for b in buckets] + [p["gpus"] for p in proj])
         g = np.geomspace(8, xmax * 1.2, 100)
-        ax.plot(g, 24.0 / (g / 8 * rf), color=OI["black"], ls="--", lw=1,
-                label=f"theory 1/(N_nodes r_f), r_f={rf * 1000:.2f}/1000 node-days")
+        ax.plot(
+            g,
+            24.0 / (g / 8 * rf),
+            color=OI["black"],
+            ls="--",
+            lw=1,
+            label=f"theory 1/(N_nodes r_f), r_f={rf * 1000:.2f}/1000 node-days",
+        )
         if proj:
-            ax.scatter([p["gpus"] for p in proj], [p["mttf_hours"] for p in proj], marker="D",
-                       facecolors="none", edgecolors=OI["vermillion"], s=40, zorder=3,
-                       label="projected")
+            ax.scatter(
+                [p["gpus"] for p in proj],
+                [p["mttf_hours"] for p in proj],
+                marker="D",
+                facecolors="none",
+                edgecolors=OI["vermillion"],
+                s=40,
+                zorder=3,
+                label="projected",
+            )
             for p in proj:
-                ax.annotate(f"{p['mttf_hours']:.2g} h", (p["gpus"], p["mttf_hours"]),
-                            textcoords="offset points", xytext=(4, 4), fontsize=7)
+                ax.annotate(
+                    f"{p['mttf_hours']:.2g} h",
+                    (p["gpus"], p["mttf_hours"]),
+                    textcoords="offset points",
+                    xytext=(4, 4),
+                    fontsize=7,
+                )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ticks = sorted({b["gpus"] for b in buckets} | {p["gpus"] for p in proj})
@@ -201,17 +294,24 @@ def fig_ettr_interval(r: dict[str, Any]) -> Result:
         return p["reason"]
     fig, ax = _fig(7.0, 3.4)
     for i, c in enumerate(p["curves"]):
-        ax.plot(c["interval_min"], c["ettr"], color=CYCLE[i % len(CYCLE)],
-                ls=STYLES[i % len(STYLES)], lw=1.8,
-                label=f"{_gpu_label(c['gpus'])} GPUs (MTTF {c['mttf_hours']:.3g} h)")
+        ax.plot(
+            c["interval_min"],
+            c["ettr"],
+            color=CYCLE[i % len(CYCLE)],
+            ls=STYLES[i % len(STYLES)],
+            lw=1.8,
+            label=f"{_gpu_label(c['gpus'])} GPUs (MTTF {c['mttf_hours']:.3g} h)",
+        )
     ax.axvline(60, color="grey", lw=0.8, ls=":")
     ax.text(60, 0.02, " 60 min", fontsize=7, color="grey")
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("checkpoint interval Δt_cp (minutes)")
     ax.set_ylabel("E[ETTR]")
-    ax.set_title(f"E[ETTR] at this month's r_f = {p['rf_per_node_day'] * 1000:.2f}/1000 node-days"
-                 f" (u0 = {p['u0_min']:g} min)")
+    ax.set_title(
+        f"E[ETTR] at this month's r_f = {p['rf_per_node_day'] * 1000:.2f}/1000 node-days"
+        f" (u0 = {p['u0_min']:g} min)"
+    )
     ax.legend(loc="lower left")
     return fig
 
@@ -230,9 +330,14 @@ def fig_ettr_map(r: dict[str, Any]) -> Result:
     cs = ax.contour(dt, rf, z, levels=[0.5, 0.7, 0.8, 0.9, 0.95], colors="black", linewidths=0.8)
     ax.clabel(cs, fmt="%.2f", fontsize=7)
     ax.axhline(p["rf_per_node_day"] * 1000, color=OI["orange"], ls="--", lw=1.5)
-    ax.text(dt[0] * 1.1, p["rf_per_node_day"] * 1000 * 1.08,
-            f"this month's r_f ({p['rf_per_node_day'] * 1000:.2f})", color="black", fontsize=8,
-            bbox={"facecolor": "white", "edgecolor": OI["orange"], "pad": 1.5})
+    ax.text(
+        dt[0] * 1.1,
+        p["rf_per_node_day"] * 1000 * 1.08,
+        f"this month's r_f ({p['rf_per_node_day'] * 1000:.2f})",
+        color="black",
+        fontsize=8,
+        bbox={"facecolor": "white", "edgecolor": OI["orange"], "pad": 1.5},
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("checkpoint interval Δt_cp (minutes)")
@@ -253,16 +358,32 @@ def fig_goodput(r: dict[str, Any]) -> Result:
     x = np.arange(len(rows))
     f1 = [x_["first_order_gpu_hours"] for x_ in rows]
     f2 = [x_["second_order_gpu_hours"] for x_ in rows]
-    ax.bar(x, f1, color=OI["blue"], edgecolor="black", linewidth=0.5,
-           label="first order (the failed job)")
-    ax.bar(x, f2, bottom=f1, color=OI["orange"], edgecolor="black", linewidth=0.5, hatch="//",
-           label="second order (jobs preempted by its restart)")
+    ax.bar(
+        x,
+        f1,
+        color=OI["blue"],
+        edgecolor="black",
+        linewidth=0.5,
+        label="first order (the failed job)",
+    )
+    ax.bar(
+        x,
+        f2,
+        bottom=f1,
+        color=OI["orange"],
+        edgecolor="black",
+        linewidth=0.5,
+        hatch="//",
+        label="second order (jobs preempted by its restart)",
+    )
     ax.set_xticks(x, [_gpu_label(x_["gpu_bucket"]) for x_ in rows])
     ax.set_xlabel("size of the failed job (GPUs)")
     ax.set_ylabel("GPU-hours lost")
     share = g["share_second_order"]
-    ax.set_title(f"Goodput lost: {g['goodput_lost_total']:,.0f} GPU-h"
-                 + (f", {100 * share:.1f}% second order" if share is not None else ""))
+    ax.set_title(
+        f"Goodput lost: {g['goodput_lost_total']:,.0f} GPU-h"
+        + (f", {100 * share:.1f}% second order" if share is not None else "")
+    )
     ax.legend(loc="upper left")
     return fig
 
@@ -275,11 +396,25 @@ def fig_sizes(r: dict[str, Any]) -> Result:
     fig, ax = _fig(7.0, 3.2)
     x = np.arange(len(rows))
     w = 0.4
-    ax.bar(x - w / 2, [100 * (x_["job_share"] or 0) for x_ in rows], w, color=OI["sky"],
-           edgecolor="black", linewidth=0.5, label="jobs")
-    ax.bar(x + w / 2, [100 * (x_["gpu_hour_share"] or 0) for x_ in rows], w,
-           color=OI["vermillion"], edgecolor="black", linewidth=0.5, hatch="//",
-           label="GPU-hours")
+    ax.bar(
+        x - w / 2,
+        [100 * (x_["job_share"] or 0) for x_ in rows],
+        w,
+        color=OI["sky"],
+        edgecolor="black",
+        linewidth=0.5,
+        label="jobs",
+    )
+    ax.bar(
+        x + w / 2,
+        [100 * (x_["gpu_hour_share"] or 0) for x_ in rows],
+        w,
+        color=OI["vermillion"],
+        edgecolor="black",
+        linewidth=0.5,
+        hatch="//",
+        label="GPU-hours",
+    )
     ax.set_xticks(x, [_gpu_label(x_["gpu_bucket"]) for x_ in rows])
     ax.set_xlabel("job size (GPUs, power-of-two bucket)")
     ax.set_ylabel("% of month")
@@ -292,19 +427,27 @@ def fig_drains(r: dict[str, Any]) -> Result:
     """Drains made by the aegis Prolog this month, by check."""
     d = r["drains"]
     if not d["events_given"]:
-        return ("No node events were given (--events FILE from `sacctmgr show event -P`): "
-                "drains by check cannot be shown.")
+        return (
+            "No node events were given (--events FILE from `sacctmgr show event -P`): "
+            "drains by check cannot be shown."
+        )
     if not d["by_check"]:
         return "The aegis Prolog drained no node this month."
     rows = d["by_check"]
     fig, ax = _fig(6.5, 0.4 * len(rows) + 1.2)
     y = np.arange(len(rows))
-    bars = ax.barh(y, [x["drains"] for x in rows], color=OI["blue"], edgecolor="black",
-                   linewidth=0.5)
+    bars = ax.barh(
+        y, [x["drains"] for x in rows], color=OI["blue"], edgecolor="black", linewidth=0.5
+    )
     for i, b in enumerate(bars):
         b.set_hatch(HATCHES[i % len(HATCHES)])
-        ax.text(b.get_width(), b.get_y() + b.get_height() / 2,
-                f" {rows[i]['drains']} ({rows[i]['nodes']} nodes)", va="center", fontsize=8)
+        ax.text(
+            b.get_width(),
+            b.get_y() + b.get_height() / 2,
+            f" {rows[i]['drains']} ({rows[i]['nodes']} nodes)",
+            va="center",
+            fontsize=8,
+        )
     ax.set_yticks(y, [x["check"] for x in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, max(x["drains"] for x in rows) * 1.4)
@@ -316,16 +459,26 @@ def fig_drains(r: dict[str, Any]) -> Result:
 
 #: name -> (function, caption); the order of the page.
 FIGURES: dict[str, tuple[Callable[[dict[str, Any]], Result], str]] = {
-    "end_states": (fig_end_states, "End states by run records and by GPU-hours (cf. HPCA'25 "
-                   "Fig. 3)."),
-    "failure_rate": (fig_failure_rate, "Infrastructure failure rate over time and its causes "
-                     "(cf. Fig. 5)."),
-    "mttf": (fig_mttf, "MTTF vs job size with 90% intervals, the theory line and projections "
-             "(cf. Fig. 7)."),
-    "ettr_interval": (fig_ettr_interval, "Expected ETTR vs checkpoint interval at this month's "
-                      "r_f."),
-    "ettr_map": (fig_ettr_map, "Expected ETTR over failure rate × checkpoint interval "
-                 "(cf. Fig. 10)."),
+    "end_states": (
+        fig_end_states,
+        "End states by run records and by GPU-hours (cf. HPCA'25 Fig. 3).",
+    ),
+    "failure_rate": (
+        fig_failure_rate,
+        "Infrastructure failure rate over time and its causes (cf. Fig. 5).",
+    ),
+    "mttf": (
+        fig_mttf,
+        "MTTF vs job size with 90% intervals, the theory line and projections (cf. Fig. 7).",
+    ),
+    "ettr_interval": (
+        fig_ettr_interval,
+        "Expected ETTR vs checkpoint interval at this month's r_f.",
+    ),
+    "ettr_map": (
+        fig_ettr_map,
+        "Expected ETTR over failure rate × checkpoint interval (cf. Fig. 10).",
+    ),
     "goodput": (fig_goodput, "GPU-hours lost by job size, first and second order (cf. Fig. 8)."),
     "drains": (fig_drains, "Prolog drains by check."),
     "sizes": (fig_sizes, "Job-size distribution and GPU-time share (cf. Fig. 6)."),
@@ -343,9 +496,14 @@ def render_figures(report: dict[str, Any], out_dir: Path) -> dict[str, dict[str,
             made[name] = {"missing": res, "caption": caption}
             continue
         for ext in ("png", "svg"):
-            res.savefig(out_dir / f"{name}.{ext}", dpi=150 if ext == "png" else None,
-                        metadata={"Date": None} if ext == "svg" else None)
-        made[name] = {"png": f"{out_dir.name}/{name}.png", "svg": f"{out_dir.name}/{name}.svg",
-                      "caption": caption}
+            res.savefig(
+                out_dir / f"{name}.{ext}",
+                dpi=150 if ext == "png" else None,
+                metadata={"Date": None} if ext == "svg" else None,
+            )
+        made[name] = {
+            "png": f"{out_dir.name}/{name}.png",
+            "svg": f"{out_dir.name}/{name}.svg",
+            "caption": caption,
+        }
     return made
-

@@ -10,10 +10,33 @@ from hypothesis import strategies as st
 from aegis_slurm.accounting import parse_export
 from aegis_slurm.accounting.hostlists import expand_series
 
-FIELDS = ["JobIDRaw", "JobID", "JobName", "User", "State", "ExitCode", "Submit", "Start", "End",
-          "ElapsedRaw", "NNodes", "NodeList", "AllocTRES", "Comment", "AdminComment"]
-STATES = ["COMPLETED", "FAILED", "NODE_FAIL", "TIMEOUT", "CANCELLED by 1001", "PREEMPTED",
-          "RUNNING", "REQUEUED"]
+FIELDS = [
+    "JobIDRaw",
+    "JobID",
+    "JobName",
+    "User",
+    "State",
+    "ExitCode",
+    "Submit",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "Comment",
+    "AdminComment",
+]
+STATES = [
+    "COMPLETED",
+    "FAILED",
+    "NODE_FAIL",
+    "TIMEOUT",
+    "CANCELLED by 1001",
+    "PREEMPTED",
+    "RUNNING",
+    "REQUEUED",
+]
 
 # "\r" is left out: a CR before the line feed is read as a CRLF line ending.
 names = st.text(
@@ -65,7 +88,6 @@ def clean(record: dict[str, str], delimiter: str) -> bool:
     )
 
 
-
 @given(
     rows=st.lists(records(), min_size=1, max_size=12, unique_by=lambda r: r["JobIDRaw"]),
     delimiter=st.sampled_from(["|", ";|;", "|#"]),
@@ -92,7 +114,6 @@ def test_parser_never_loses_or_corrupts_a_record(rows, delimiter, trailing):
         assert got["gpus"] * 1 == int(record["AllocTRES"].split("gres/gpu=")[1].split(",")[0])
 
 
-
 @given(st.lists(st.binary(max_size=200), max_size=20))
 def test_garbage_after_a_header_never_crashes(lines):
     data = b"JobIDRaw|JobID|State|Start|End|NodeList|JobName\n" + b"\n".join(lines)
@@ -101,11 +122,14 @@ def test_garbage_after_a_header_never_crashes(lines):
 
 
 host_sets = st.lists(
-    st.tuples(st.sampled_from(["gpu", "node", "rack1-n", "a"]), st.integers(0, 1200),
-              st.sampled_from([1, 2, 4])),
-    min_size=1, max_size=40,
+    st.tuples(
+        st.sampled_from(["gpu", "node", "rack1-n", "a"]),
+        st.integers(0, 1200),
+        st.sampled_from([1, 2, 4]),
+    ),
+    min_size=1,
+    max_size=40,
 ).map(lambda items: sorted({f"{p}{n:0{w}d}" for p, n, w in items}))
-
 
 
 @given(st.lists(host_sets, min_size=1, max_size=8))
@@ -114,7 +138,6 @@ def test_vectorized_hostlist_expansion_matches_python_hostlist(sets):
     nodes, bad = expand_series(pl.Series(compressed))
     assert not any(bad)
     assert nodes.to_list() == [hostlist.expand_hostlist(c) for c in compressed]
-
 
 
 @given(st.text(alphabet="ab01-,[]", max_size=16))

@@ -12,14 +12,54 @@ from aegis_slurm.accounting import ingest_files, load_runs, parse_export
 
 FIX = Path(__file__).parent.parent / "fixtures" / "sacct"
 F1 = [
-    "JobID", "JobIDRaw", "JobName", "User", "Partition", "State", "ExitCode", "DerivedExitCode",
-    "Submit", "Eligible", "Start", "End", "Elapsed", "ElapsedRaw", "NNodes", "NodeList",
-    "AllocTRES", "ReqTRES", "Reason", "Comment", "AdminComment", "Flags",
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "User",
+    "Partition",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "Elapsed",
+    "ElapsedRaw",
+    "NNodes",
+    "NodeList",
+    "AllocTRES",
+    "ReqTRES",
+    "Reason",
+    "Comment",
+    "AdminComment",
+    "Flags",
 ]
 FS = [
-    "JobIDRaw", "JobID", "Cluster", "User", "Account", "Partition", "QOS", "Submit", "Eligible",
-    "Start", "End", "ElapsedRaw", "TimelimitRaw", "State", "ExitCode", "DerivedExitCode", "NNodes",
-    "AllocTRES", "ReqTRES", "NodeList", "Priority", "Reason", "WorkDir", "JobName",
+    "JobIDRaw",
+    "JobID",
+    "Cluster",
+    "User",
+    "Account",
+    "Partition",
+    "QOS",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "TimelimitRaw",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "NNodes",
+    "AllocTRES",
+    "ReqTRES",
+    "NodeList",
+    "Priority",
+    "Reason",
+    "WorkDir",
+    "JobName",
 ]
 
 
@@ -139,9 +179,9 @@ def test_header_export_with_pipe_in_two_fields_is_rejected_with_reason():
     assert parsed.report.rows_kept == 39
     [(reason, count)] = parsed.report.rejected_by_reason.items()
     assert count == 1 and reason.startswith("delimiter inside free-text fields: no unique repair")
-    assert parsed.rejected_rows[0]["line"] == 50 or "name|with pipe" in parsed.rejected_rows[0][
-        "text"
-    ]
+    assert (
+        parsed.rejected_rows[0]["line"] == 50 or "name|with pipe" in parsed.rejected_rows[0]["text"]
+    )
     assert accounted(parsed.report)
 
 
@@ -190,8 +230,11 @@ def test_gcm_cancelled_by_large_uid_and_partial_field_set():
 
 @pytest.mark.parametrize(
     "name",
-    ["gcm/sample-sacct-output.txt", "gcm/sample-sacct-running-output.txt",
-     "gcm/sample-sacct-one-multiline.txt"],
+    [
+        "gcm/sample-sacct-output.txt",
+        "gcm/sample-sacct-running-output.txt",
+        "gcm/sample-sacct-one-multiline.txt",
+    ],
 )
 def test_gcm_samples_are_fully_accounted(name):
     parsed = parse(name)

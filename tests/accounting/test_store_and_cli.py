@@ -106,16 +106,27 @@ def test_unknown_schema_version_is_refused(tmp_path):
 def test_cli_json_contract(tmp_path):
     result = CliRunner().invoke(
         main,
-        ["ingest", str(FIX / "sacct-22.05.8_wide_steps_header.txt"), "--store",
-         str(tmp_path / "s"), "--json"],
+        [
+            "ingest",
+            str(FIX / "sacct-22.05.8_wide_steps_header.txt"),
+            "--store",
+            str(tmp_path / "s"),
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert list(report)[:5] == ["rows_read", "rows_kept", "rows_rejected", "rejected_by_reason",
-                                "store"]
-    assert report["rows_read"] == report["rows_kept"] + report["rows_rejected"] + report[
-        "rows_skipped"
+    assert list(report)[:5] == [
+        "rows_read",
+        "rows_kept",
+        "rows_rejected",
+        "rejected_by_reason",
+        "store",
     ]
+    assert (
+        report["rows_read"]
+        == report["rows_kept"] + report["rows_rejected"] + report["rows_skipped"]
+    )
 
 
 def test_cli_explains_a_headerless_export(tmp_path):
@@ -175,7 +186,8 @@ def test_cli_tunes_polars_allocator_before_polars_loads_unless_the_admin_did(pre
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     if preset is not None:
         env["_RJEM_MALLOC_CONF"] = preset
-    done = subprocess.run([sys.executable, "-c", ALLOCATOR_PROBE], env=env, capture_output=True,
-                          text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", ALLOCATOR_PROBE], env=env, capture_output=True, text=True, check=True
+    )
     conf = done.stdout.strip().splitlines()[-1]
     assert conf.startswith("CONF=") and conf.endswith(f",{expected}"), conf

@@ -122,8 +122,10 @@ HEADER = "JobIDRaw|JobID|State|Submit|Start|End|NNodes|NodeList|JobName"
 
 
 def line(job: int, name: str = "train") -> str:
-    return (f"{job}|{job}|COMPLETED|2026-01-02T00:00:00|2026-01-02T00:01:00|"
-            f"2026-01-02T01:00:00|2|gpu[01-02]|{name}")
+    return (
+        f"{job}|{job}|COMPLETED|2026-01-02T00:00:00|2026-01-02T00:01:00|"
+        f"2026-01-02T01:00:00|2|gpu[01-02]|{name}"
+    )
 
 
 GOOD = [line(job) for job in range(1, 20)]
@@ -150,8 +152,9 @@ def test_a_dirty_line_sends_the_file_piece_by_piece(case, text, tmp_path):
 
 def test_invalid_utf8_late_in_a_file_is_refused_by_the_fast_path(tmp_path):
     path = tmp_path / "export.txt"
-    path.write_bytes(("\n".join([HEADER, *GOOD]) + "\n").encode() + line(20, "\xff").encode(
-        "latin-1") + b"\n")
+    path.write_bytes(
+        ("\n".join([HEADER, *GOOD]) + "\n").encode() + line(20, "\xff").encode("latin-1") + b"\n"
+    )
     with pytest.raises(NotClean):
         parse_clean_file(path, layout_of(path, None), source="utf8")
     report = ingest_and_compare(path, None, tmp_path / "store")
@@ -178,8 +181,9 @@ def test_a_dirty_last_line_rolls_back_what_the_fast_path_staged(tmp_path):
 
 def test_rollback_drops_only_what_came_after_the_savepoint(tmp_path):
     writer = RunWriter(tmp_path)
-    runs = parse_export((FIX / "sacct-22.05.8_alloc_epoch.txt").read_bytes(), source="a",
-                        fields=F1).runs
+    runs = parse_export(
+        (FIX / "sacct-22.05.8_alloc_epoch.txt").read_bytes(), source="a", fields=F1
+    ).runs
     writer.add(runs.head(5))
     savepoint = writer.savepoint()
     writer.add(runs.slice(5, 10))

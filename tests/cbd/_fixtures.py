@@ -19,9 +19,15 @@ def write_cbd_config(
 ) -> Path:
     """A test cbd.toml: no textfile, no syslog, no time-sync check, the given probe commands."""
     lines = [
-        "[runtime]", f'state_dir = "{state_dir}"', 'textfile_dir = ""', "syslog = false",
-        "[expect]", f"gpus = {gpus}", 'time_sync = "off"',
-        "[probes]", *(f"{name} = {json.dumps(command)}" for name, command in probes.items()),
+        "[runtime]",
+        f'state_dir = "{state_dir}"',
+        'textfile_dir = ""',
+        "syslog = false",
+        "[expect]",
+        f"gpus = {gpus}",
+        'time_sync = "off"',
+        "[probes]",
+        *(f"{name} = {json.dumps(command)}" for name, command in probes.items()),
     ]
     path.write_text("\n".join(lines) + "\n" + extra)
     return path
@@ -43,8 +49,10 @@ def drop_gpu(text: str, gpu: int) -> str:
     """Remove one GPU block (what nvidia-smi shows after XID 79 'fallen off the bus')."""
     parts = text.split("\nGPU 0000")
     del parts[gpu + 1]
-    return "\nGPU 0000".join(parts).replace("Attached GPUs                             : 8",
-                                             "Attached GPUs                             : 7")
+    return "\nGPU 0000".join(parts).replace(
+        "Attached GPUs                             : 8",
+        "Attached GPUs                             : 7",
+    )
 
 
 def materialize_sysfs(json_path: Path, root: Path) -> Path:

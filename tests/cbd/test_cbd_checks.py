@@ -26,7 +26,11 @@ def smi(text: str):
 def test_parse_h100_header(h100_text):
     q = smi(h100_text)
     assert (q.driver_version, q.cuda_version, q.attached, len(q.gpus)) == (
-        "535.161.08", "12.2", 8, 8)
+        "535.161.08",
+        "12.2",
+        8,
+        8,
+    )
 
 
 def test_gpu_count_healthy_and_fallen_off_bus(h100_text):
@@ -37,8 +41,14 @@ def test_gpu_count_healthy_and_fallen_off_bus(h100_text):
 
 def test_unconfigured_node_without_nvidia_smi_is_not_failed():
     # no nvidia-smi, no GPUs expected: every GPU check skips with the reason as evidence
-    for fn in (checks.gpu_count, checks.driver_version, checks.ecc_uncorrectable,
-               checks.row_remap, checks.pcie_link, checks.clocks_thermal):
+    for fn in (
+        checks.gpu_count,
+        checks.driver_version,
+        checks.ecc_uncorrectable,
+        checks.row_remap,
+        checks.pcie_link,
+        checks.clocks_thermal,
+    ):
         v = fn(None, {"gpus": None})
         assert v.state == "skip" and "no GPUs expected" in v.evidence
     v = checks.gpu_count(None, {"gpus": 8})
@@ -50,15 +60,20 @@ def test_driver_version(h100_text):
     v = checks.driver_version(smi(h100_text), {"driver_version": "550.54.15"})
     assert v.state == "fail" and "535.161.08 != expected 550.54.15" in v.evidence
     # GSP firmware left at the old version after a driver upgrade on one GPU
-    bad = edit_gpu(h100_text, 2, "GSP Firmware Version                  : 535.161.08",
-                   "GSP Firmware Version                  : 535.154.05")
+    bad = edit_gpu(
+        h100_text,
+        2,
+        "GSP Firmware Version                  : 535.161.08",
+        "GSP Firmware Version                  : 535.154.05",
+    )
     assert checks.driver_version(smi(bad), {}).state == "fail"
 
 
 def test_ecc_uncorrectable_volatile(h100_text):
     assert checks.ecc_uncorrectable(smi(h100_text), H100).state == "pass"
-    bad = edit_gpu(h100_text, 3, "DRAM Uncorrectable            : 0",
-                   "DRAM Uncorrectable            : 2")
+    bad = edit_gpu(
+        h100_text, 3, "DRAM Uncorrectable            : 0", "DRAM Uncorrectable            : 2"
+    )
     v = checks.ecc_uncorrectable(smi(bad), H100)
     assert (v.state, v.evidence) == ("fail", "GPU3 2 uncorrectable volatile")
     # the same count in the Aggregate (lifetime) section alone is not a volatile error
@@ -68,20 +83,29 @@ def test_ecc_uncorrectable_volatile(h100_text):
 
 def test_row_remap_pending_and_failure(h100_text):
     assert checks.row_remap(smi(h100_text), H100).state == "pass"
-    pend = edit_gpu(h100_text, 1, "Pending                           : No",
-                    "Pending                           : Yes")
+    pend = edit_gpu(
+        h100_text,
+        1,
+        "Pending                           : No",
+        "Pending                           : Yes",
+    )
     v = checks.row_remap(smi(pend), H100)
     assert v.state == "fail" and "GPU1 row-remap pending" in v.evidence
-    failed = edit_gpu(h100_text, 6, "Remapping Failure Occurred        : No",
-                      "Remapping Failure Occurred        : Yes")
+    failed = edit_gpu(
+        h100_text,
+        6,
+        "Remapping Failure Occurred        : No",
+        "Remapping Failure Occurred        : Yes",
+    )
     assert "GPU6 row-remap failure" in checks.row_remap(smi(failed), H100).evidence
 
 
 def test_retired_pages_recorded_bad_table(h100_text):
     # H100 reports N/A (row remapping instead) -> pass
     assert checks.retired_pages(smi(h100_text), H100).state == "pass"
-    v = checks.retired_pages(smi(fixture_text("azurehpc-health-checks/bad_nvsmi8_output.txt")),
-                             H100)
+    v = checks.retired_pages(
+        smi(fixture_text("azurehpc-health-checks/bad_nvsmi8_output.txt")), H100
+    )
     assert v.state == "fail"
     assert "GPU0 retired sbe=60 dbe=5" in v.evidence  # table nearly full
     assert "GPU1 retired sbe=2 dbe=61 pending=yes" in v.evidence
@@ -89,8 +113,9 @@ def test_retired_pages_recorded_bad_table(h100_text):
 
 def test_pcie_width_degraded(h100_text):
     assert checks.pcie_link(smi(h100_text), H100).state == "pass"
-    bad = edit_gpu(h100_text, 2, "Current                   : 16x",
-                   "Current                   : 8x")
+    bad = edit_gpu(
+        h100_text, 2, "Current                   : 16x", "Current                   : 8x"
+    )
     v = checks.pcie_link(smi(bad), H100)
     assert (v.state, v.evidence) == ("fail", "GPU2 PCIe x8 < x16")
     assert checks.pcie_link(smi(h100_text), {"pcie_gen": 6}).state == "fail"
@@ -102,20 +127,26 @@ def test_clocks_hw_slowdown_recorded_and_temperature(h100_text):
     assert v.state == "warn" and "HW Power Brake Slowdown" in v.evidence
     calm = h100_text.replace(": Active", ": Not Active")
     assert checks.clocks_thermal(smi(calm), H100).state == "pass"
-    hot = edit_gpu(calm, 5, r"GPU Current Temp                  : \d+ C",
-                   "GPU Current Temp                  : 93 C")
+    hot = edit_gpu(
+        calm,
+        5,
+        r"GPU Current Temp                  : \d+ C",
+        "GPU Current Temp                  : 93 C",
+    )
     v = checks.clocks_thermal(smi(hot), H100)
     assert (v.state, v.evidence) == ("fail", "GPU5 93C > 85C")
 
 
 #: An nvidia-smi -q process entry: a job's python still holding GPU memory.
-LEFTOVER_PROCESS = ("Processes\n"
-                    "        GPU instance ID                   : N/A\n"
-                    "        Compute instance ID               : N/A\n"
-                    "        Process ID                        : 424242\n"
-                    "        Type                              : C\n"
-                    "        Name                              : python\n"
-                    "        Used GPU Memory                   : 30000 MiB")
+LEFTOVER_PROCESS = (
+    "Processes\n"
+    "        GPU instance ID                   : N/A\n"
+    "        Compute instance ID               : N/A\n"
+    "        Process ID                        : 424242\n"
+    "        Type                              : C\n"
+    "        Name                              : python\n"
+    "        Used GPU Memory                   : 30000 MiB"
+)
 
 
 def test_gpu_processes_left_behind(h100_text):
@@ -128,10 +159,18 @@ def test_gpu_processes_left_behind(h100_text):
 
 def test_gpu_processes_and_heat_judged_only_on_the_jobs_gpus(h100_text):
     # job A runs on GPU0 (minor number 0, hot, with a process); job B's Prolog gets GPUs 2,3
-    busy = edit_gpu(h100_text.replace(": Active", ": Not Active"), 0,
-                    "Processes                             : None", LEFTOVER_PROCESS)
-    busy = edit_gpu(busy, 0, r"GPU Current Temp                  : \d+ C",
-                    "GPU Current Temp                  : 91 C")
+    busy = edit_gpu(
+        h100_text.replace(": Active", ": Not Active"),
+        0,
+        "Processes                             : None",
+        LEFTOVER_PROCESS,
+    )
+    busy = edit_gpu(
+        busy,
+        0,
+        r"GPU Current Temp                  : \d+ C",
+        "GPU Current Temp                  : 91 C",
+    )
     q = smi(busy)
     job_b = {**H100, "gpu_scope": "job", "job_gpus": ["2", "3"]}
     assert checks.gpu_processes(q, job_b).state == "pass"
@@ -183,24 +222,36 @@ def test_xid_recorded_dmesg_formats_still_parse():
         assert want and [e.line for e in xidcat.parse_xids(text)] == want
     # the same real message behind each prefix we accept
     msg = "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has fallen off the bus."
-    for prefix in ("4,3990,306764307,-;", "[  206.764307] ", "[Sun Feb 23 16:30:00 2025] ",
-                   "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 ",
-                   "Feb 23 16:30:00 gpu001 kernel: ", "Feb 23 16:30:00 gpu001 kernel: [ 206.7] ",
-                   "2025-02-23T16:30:00.123456+00:00 gpu001 kernel: ", ""):
+    for prefix in (
+        "4,3990,306764307,-;",
+        "[  206.764307] ",
+        "[Sun Feb 23 16:30:00 2025] ",
+        "kern  :warn  : 2025-01-21T04:41:44,283302+00:00 ",
+        "Feb 23 16:30:00 gpu001 kernel: ",
+        "Feb 23 16:30:00 gpu001 kernel: [ 206.7] ",
+        "2025-02-23T16:30:00.123456+00:00 gpu001 kernel: ",
+        "",
+    ):
         (ev,) = xidcat.parse_xids(prefix + msg)
         assert (ev.code, ev.pci) == (79, "0000:3b:00"), prefix
 
 
 def test_xid_user_controlled_text_is_not_an_xid():
     # the kernel quotes a crashing user binary's/library's names verbatim
-    segv = ("6,5012,912345678,-;evil[4242]: segfault at 0 ip 00007f1c2a3b4c5d sp 00007ffd1e2f3a40 "
-            "error 4 in NVRM: Xid (PCI:0000:3b:00): 79, pwn.so[7f1c2a3b0000+5000]")
-    traps = ("[ 812.123456] traps: NVRM: Xid (PCI:0000:3b:00): 79,[4242] trap invalid opcode "
-             "ip:401000 sp:7ffd error:0 in a.out[401000+1000]")
+    segv = (
+        "6,5012,912345678,-;evil[4242]: segfault at 0 ip 00007f1c2a3b4c5d sp 00007ffd1e2f3a40 "
+        "error 4 in NVRM: Xid (PCI:0000:3b:00): 79, pwn.so[7f1c2a3b0000+5000]"
+    )
+    traps = (
+        "[ 812.123456] traps: NVRM: Xid (PCI:0000:3b:00): 79,[4242] trap invalid opcode "
+        "ip:401000 sp:7ffd error:0 in a.out[401000+1000]"
+    )
     # any user can log this under their own syslog tag, or in the middle of a message
-    forged = ["Feb 23 16:30:00 gpu001 alice: NVRM: Xid (PCI:0000:3b:00): 79, x",
-              "[  206.764307] evil: NVRM: Xid (PCI:0000:3b:00): 79, x",
-              "4,3990,306764307,-;audit: comm=\"NVRM: Xid (PCI:0000:3b:00): 79,\""]
+    forged = [
+        "Feb 23 16:30:00 gpu001 alice: NVRM: Xid (PCI:0000:3b:00): 79, x",
+        "[  206.764307] evil: NVRM: Xid (PCI:0000:3b:00): 79, x",
+        '4,3990,306764307,-;audit: comm="NVRM: Xid (PCI:0000:3b:00): 79,"',
+    ]
     for line in (segv, traps, *forged):
         assert xidcat.parse_xids(line) == [], line
     assert checks.xid_events(xidcat.parse_xids(segv + "\n" + traps), {}).state == "pass"
@@ -232,8 +283,9 @@ def test_ib_ports_recorded_ibstat():
 
 def test_ib_counters_deltas():
     assert checks.ib_counters({}, {}).state == "skip"
-    assert checks.ib_counters({"mlx5_0/1": {"link_downed": 0, "symbol_error": 3}}, {}).state \
-        == "pass"
+    assert (
+        checks.ib_counters({"mlx5_0/1": {"link_downed": 0, "symbol_error": 3}}, {}).state == "pass"
+    )
     v = checks.ib_counters({"mlx5_0/1": {"link_downed": 2}}, {})
     assert (v.state, v.evidence) == ("warn", "mlx5_0/1 link_downed+2")
 
@@ -263,7 +315,11 @@ def test_disk_space():
 def test_nccl_tests_recorded():
     r = parse_nccl_tests(fixture_text("superbenchmark/nccl_allreduce.log"))
     assert (r.avg_busbw_gbps, r.max_busbw_gbps, r.out_of_bounds, r.n_gpus) == (
-        68.4048, 235.26, 0, 8)
+        68.4048,
+        235.26,
+        0,
+        8,
+    )
     assert checks.nccl_allreduce(r, {"nccl_min_busbw_gbps": 200}).state == "pass"
     assert checks.nccl_allreduce(r, {"nccl_min_busbw_gbps": 300}).state == "fail"
     assert checks.nccl_allreduce(None, {}).evidence.startswith("unavailable")
@@ -281,12 +337,28 @@ def test_gpu_burn_recorded():
 
 
 def test_dcgm_diag_json_shape():
-    doc = {"DCGM GPU Diagnostic": {"test_categories": [
-        {"category": "Hardware", "tests": [
-            {"name": "GPU Memory", "results": [{"gpu_id": "0", "status": "Pass"},
-                                               {"gpu_id": "1", "status": "Fail"}]}]},
-        {"category": "Integration", "tests": [
-            {"name": "PCIe", "results": [{"gpu_id": "0", "status": "Pass"}]}]}]}}
+    doc = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Hardware",
+                    "tests": [
+                        {
+                            "name": "GPU Memory",
+                            "results": [
+                                {"gpu_id": "0", "status": "Pass"},
+                                {"gpu_id": "1", "status": "Fail"},
+                            ],
+                        }
+                    ],
+                },
+                {
+                    "category": "Integration",
+                    "tests": [{"name": "PCIe", "results": [{"gpu_id": "0", "status": "Pass"}]}],
+                },
+            ]
+        }
+    }
     v = checks.dcgm_diag(doc, {})
     assert (v.state, v.evidence) == ("fail", "failed: GPU Memory")
     doc["DCGM GPU Diagnostic"]["test_categories"][0]["tests"][0]["results"][1]["status"] = "Pass"

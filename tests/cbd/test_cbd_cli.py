@@ -12,10 +12,15 @@ from ._fixtures import FIX, H100_Q, write_cbd_config
 
 
 def _config(tmp_path, nvidia_smi: str, gpus: int = 8) -> str:
-    probes = {"nvidia_smi_q": ["cat", nvidia_smi],
-              "kernel_log": ["cat", f"{FIX}/gpud/dmesg-with-xid-119.log"]}
-    return str(write_cbd_config(tmp_path / "cbd.toml", state_dir=tmp_path / "state",
-                                probes=probes, gpus=gpus))
+    probes = {
+        "nvidia_smi_q": ["cat", nvidia_smi],
+        "kernel_log": ["cat", f"{FIX}/gpud/dmesg-with-xid-119.log"],
+    }
+    return str(
+        write_cbd_config(
+            tmp_path / "cbd.toml", state_dir=tmp_path / "state", probes=probes, gpus=gpus
+        )
+    )
 
 
 def test_help_lists_profiles():
@@ -37,8 +42,20 @@ def test_json_is_one_object_and_does_not_consume_xids(tmp_path):
 
 def test_text_output_and_exit_zero_when_nothing_fails(tmp_path):
     cfg = _config(tmp_path, str(H100_Q))
-    r = CliRunner().invoke(main, ["cbd", "--config", cfg, "--node", "gpu001",
-                                  "--check", "gpu_count", "--check", "row_remap"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "cbd",
+            "--config",
+            cfg,
+            "--node",
+            "gpu001",
+            "--check",
+            "gpu_count",
+            "--check",
+            "row_remap",
+        ],
+    )
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
     assert lines[0].split()[:2] == ["pass", "gpu_count"]

@@ -18,17 +18,30 @@ def by_check(verdicts):
 
 
 def test_healthy_gpu_node_from_recorded_outputs(cfg, tmp_path):
-    cfg["expect"].update(gpus=8, nvlink_links=12, ib_ports=8, ib_rate_gbps=200,
-                         driver_version="535.161.08")
+    cfg["expect"].update(
+        gpus=8, nvlink_links=12, ib_ports=8, ib_rate_gbps=200, driver_version="535.161.08"
+    )
     root = materialize_sysfs(FIX / "gcm" / "learn_ib_intf_operstate_down.json", tmp_path / "r")
     (root / "proc" / "self").mkdir(parents=True)
     (root / "proc" / "meminfo").write_text("MemTotal:       2113612 kB\n")
-    ov = {"nvidia_smi_q": lambda c: H100_Q.read_text(),
-          "nvlink_status": lambda c: fixture_text("gpud/nvidia-smi.nvlink.status.a100"),
-          "kernel_log": lambda c: fixture_text("gpud/dmesg.decode.iso.log")}
+    ov = {
+        "nvidia_smi_q": lambda c: H100_Q.read_text(),
+        "nvlink_status": lambda c: fixture_text("gpud/nvidia-smi.nvlink.status.a100"),
+        "kernel_log": lambda c: fixture_text("gpud/dmesg.decode.iso.log"),
+    }
     v = by_check(cbd.run(cfg, "gpu001", overrides=ov, root=root))
-    for name in ("gpu_count", "driver_version", "ecc_uncorrectable", "row_remap", "pcie_link",
-                 "gpu_processes", "nvlink", "xid", "ib_ports", "memory"):
+    for name in (
+        "gpu_count",
+        "driver_version",
+        "ecc_uncorrectable",
+        "row_remap",
+        "pcie_link",
+        "gpu_processes",
+        "nvlink",
+        "xid",
+        "ib_ports",
+        "memory",
+    ):
         assert v[name].state == "pass", v[name]
     assert v["clocks_thermal"].state == "warn"  # recorded HW power-brake slowdown
     assert not actions_for(list(v.values()), cfg)["drain"]
@@ -45,8 +58,12 @@ def test_gcm_sysfs_tree_nic_operstate_down(cfg, tmp_path):
 def _ib_port(root: Path, link_downed: int) -> None:
     port = root / "sys/class/infiniband/mlx5_0/ports/1"
     (port / "counters").mkdir(parents=True, exist_ok=True)
-    for name, text in {"state": "4: ACTIVE", "phys_state": "5: LinkUp",
-                       "rate": "400 Gb/sec (4X NDR)", "link_layer": "InfiniBand"}.items():
+    for name, text in {
+        "state": "4: ACTIVE",
+        "phys_state": "5: LinkUp",
+        "rate": "400 Gb/sec (4X NDR)",
+        "link_layer": "InfiniBand",
+    }.items():
         (port / name).write_text(text + "\n")
     (port / "counters" / "link_downed").write_text(f"{link_downed}\n")
     (port / "counters" / "symbol_error").write_text("7\n")
@@ -60,7 +77,9 @@ def test_ib_counter_deltas_across_runs(cfg, tmp_path):
     _ib_port(root, 3)
     second = by_check(cbd.run(cfg, "n1", root=root, state=state, only=["ib_counters"]))
     assert (second["ib_counters"].state, second["ib_counters"].evidence) == (
-        "warn", "mlx5_0/1 link_downed+3")
+        "warn",
+        "mlx5_0/1 link_downed+3",
+    )
     third = by_check(cbd.run(cfg, "n1", root=root, state=state, only=["ib_counters"]))
     assert third["ib_counters"].state == "pass"
 
@@ -68,12 +87,18 @@ def test_ib_counter_deltas_across_runs(cfg, tmp_path):
 def test_xid_only_new_lines_count(cfg):
     log = fixture_text("gpud/dmesg-with-xid-119.log")
     state: dict = {}
-    run = lambda text: by_check(cbd.run(cfg, "n1", state=state, only=["xid"],  # noqa: E731
-                                        overrides={"kernel_log": lambda c: text}))["xid"]
+
+    def run(text):
+        return by_check(
+            cbd.run(cfg, "n1", state=state, only=["xid"], overrides={"kernel_log": lambda c: text})
+        )["xid"]
+
     assert run(log).state == "fail"
     assert run(log).state == "pass"  # same ring buffer again: already reported
-    extra = log + "[Sun Feb 23 16:30:00 2025] NVRM: Xid (PCI:0000:1b:00): 79, pid=0, " \
-                  "GPU has fallen off the bus.\n"
+    extra = (
+        log + "[Sun Feb 23 16:30:00 2025] NVRM: Xid (PCI:0000:1b:00): 79, pid=0, "
+        "GPU has fallen off the bus.\n"
+    )
     v = run(extra)
     assert v.state == "fail" and "Xid 79 on 0000:1b:00" in v.evidence
     state["boot_id"] = "previous-boot"  # after a reboot the seen-set is reset
@@ -84,8 +109,14 @@ def test_hung_python_probe_is_probe_error(cfg):
     cfg["runtime"]["probe_timeout_s"] = 0.2
     release = threading.Event()
     try:
-        v = by_check(cbd.run(cfg, "n1", only=["gpu_count", "memory"],
-                             overrides={"nvidia_smi_q": lambda c: release.wait(60) and ""}))
+        v = by_check(
+            cbd.run(
+                cfg,
+                "n1",
+                only=["gpu_count", "memory"],
+                overrides={"nvidia_smi_q": lambda c: release.wait(60) and ""},
+            )
+        )
     finally:
         release.set()
     assert v["gpu_count"].state == "probe_error" and "hung" in v["gpu_count"].evidence
@@ -118,16 +149,26 @@ def test_failing_tool_and_garbage_output_are_probe_errors(cfg):
     cfg["probes"] = {"nvidia_smi_q": ["false"]}
     v = by_check(cbd.run(cfg, "n1", only=["gpu_count"]))["gpu_count"]
     assert v.state == "probe_error" and "exit 1" in v.evidence and not v.internal
-    cfg["probes"] = {"nvidia_smi_q": ["echo", "NVIDIA-SMI has failed because it couldn't "
-                                      "communicate with the NVIDIA driver."]}
+    cfg["probes"] = {
+        "nvidia_smi_q": [
+            "echo",
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+        ]
+    }
     v = by_check(cbd.run(cfg, "n1", only=["gpu_count"]))["gpu_count"]
     assert v.state == "probe_error" and "unparseable" in v.evidence and not v.internal
 
 
 def test_ibpanic_partial_output_with_exit_255_is_probe_error(cfg):
     path = FIX / "gpud" / "ibstat.39.0.a100.failed.ibpanic.exit-255.0"
-    cfg["probes"] = {"ib": ["python3", "-c", "import sys; sys.stdout.write(open(sys.argv[1])"
-                            ".read()); sys.exit(255)", str(path)]}
+    cfg["probes"] = {
+        "ib": [
+            "python3",
+            "-c",
+            "import sys; sys.stdout.write(open(sys.argv[1]).read()); sys.exit(255)",
+            str(path),
+        ]
+    }
     cfg["expect"].update(ib_ports=8)
     v = by_check(cbd.run(cfg, "n1", only=["ib_ports"]))["ib_ports"]
     assert v.state == "probe_error" and "exit 255" in v.evidence
@@ -157,7 +198,8 @@ def test_mounts_present_and_responsive(cfg, tmp_path):
     root = tmp_path / "r"
     (root / "proc/self").mkdir(parents=True)
     (root / "proc/self/mounts").write_text(
-        f"server:/export {data} nfs4 rw,relatime 0 0\nproc /proc proc rw 0 0\n")
+        f"server:/export {data} nfs4 rw,relatime 0 0\nproc /proc proc rw 0 0\n"
+    )
     cfg["runtime"]["probe_timeout_s"] = 0.5
     cfg["expect"].update(mounts=[str(data), "/checkpoints"])
     v = by_check(cbd.run(cfg, "n1", root=root, only=["mounts"]))["mounts"]
@@ -181,25 +223,37 @@ def test_disk_space_real_statfs(cfg, tmp_path):
 
 def test_expectations_from_slurm_conf_and_nodetypes(cfg, tmp_path, monkeypatch):
     conf = tmp_path / "slurm.conf"
-    conf.write_text("NodeName=node[1-8] CPUs=8 Gres=gpu:h100:8 State=UNKNOWN\n"
-                    "NodeName=cpu[01-02] CPUs=64\n")
+    conf.write_text(
+        "NodeName=node[1-8] CPUs=8 Gres=gpu:h100:8 State=UNKNOWN\nNodeName=cpu[01-02] CPUs=64\n"
+    )
     monkeypatch.setenv("SLURM_CONF", str(conf))
     assert cbd.resolve_expectations(cfg, "node3")["gpus"] == 8
     assert cbd.resolve_expectations(cfg, "cpu02")["gpus"] is None
-    cfg["nodetype"] = [{"match": ["/^cpu\\d+$/"], "gpus": 0, "mem_gib": 256},
-                       {"match": ["node[1-4]"], "nvlink_links": 18}]
+    cfg["nodetype"] = [
+        {"match": ["/^cpu\\d+$/"], "gpus": 0, "mem_gib": 256},
+        {"match": ["node[1-4]"], "nvlink_links": 18},
+    ]
     assert cbd.resolve_expectations(cfg, "cpu01")["gpus"] == 0
     assert cbd.resolve_expectations(cfg, "node4")["nvlink_links"] == 18
     assert cbd.resolve_expectations(cfg, "node5")["nvlink_links"] == 0
-    assert config.expand_hostlist("gpu[001-003,010],x") == ["gpu001", "gpu002", "gpu003",
-                                                            "gpu010", "x"]
+    assert config.expand_hostlist("gpu[001-003,010],x") == [
+        "gpu001",
+        "gpu002",
+        "gpu003",
+        "gpu010",
+        "x",
+    ]
 
 
 def test_full_profile_tools_absent_are_unavailable_not_pass(cfg):
-    cfg["probes"] = {"dcgm_diag": ["aegis-no-such-dcgmi"], "gpu_burn": ["aegis-no-gpu-burn"],
-                     "nccl_allreduce": ["aegis-no-nccl"]}
-    v = by_check(cbd.run(cfg, "n1", "full", only=["dcgm_diag", "gpu_burn", "nccl_allreduce",
-                                                   "data_read"]))
+    cfg["probes"] = {
+        "dcgm_diag": ["aegis-no-such-dcgmi"],
+        "gpu_burn": ["aegis-no-gpu-burn"],
+        "nccl_allreduce": ["aegis-no-nccl"],
+    }
+    v = by_check(
+        cbd.run(cfg, "n1", "full", only=["dcgm_diag", "gpu_burn", "nccl_allreduce", "data_read"])
+    )
     assert {x.state for x in v.values()} == {"skip"}
     assert all(x.evidence.startswith("unavailable") for x in v.values())
 
@@ -207,7 +261,8 @@ def test_full_profile_tools_absent_are_unavailable_not_pass(cfg):
 def test_full_profile_parses_recorded_tool_output(cfg, tmp_path):
     cfg["probes"] = {
         "nccl_allreduce": ["cat", str(FIX / "superbenchmark" / "nccl_allreduce.log")],
-        "gpu_burn": ["cat", str(FIX / "superbenchmark" / "gpu_burn.log")]}
+        "gpu_burn": ["cat", str(FIX / "superbenchmark" / "gpu_burn.log")],
+    }
     blob = tmp_path / "ckpt.bin"
     blob.write_bytes(os.urandom(4 << 20))
     cfg["expect"].update(nccl_min_busbw_gbps=200, data_read_path=str(blob), data_read_mbytes=4)
@@ -229,7 +284,8 @@ def test_kmsg_records_through_the_real_kmsg_reader(cfg, tmp_path):
     (root / "dev" / "kmsg").write_text(
         "6,3964,206764307,-;nvidia-nvlink: Nvlink Core is being initialized\n"
         "4,3990,306764307,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, GPU has fallen off "
-        "the bus.\n")
+        "the bus.\n"
+    )
     v = by_check(cbd.run(cfg, "n1", root=root, only=["xid"]))["xid"]
     assert v.state == "fail" and "Xid 79 on 0000:3b:00" in v.evidence
 
@@ -257,7 +313,9 @@ def _pci_tree(root: Path, manifest: dict, overrides: dict[str, tuple[str, str] |
     """Fake /sys/bus/pci/devices with each manifest device at its expected link."""
     for bdf, want in manifest["pci"].items():
         speed, width = overrides.get(bdf, (want["link_speed"][-1], want["link_width"])) or (
-            None, None)
+            None,
+            None,
+        )
         if speed is None:
             continue
         dev = root / "sys/bus/pci/devices" / bdf
@@ -315,9 +373,14 @@ def test_abandoned_probe_cannot_write_a_verdict_after_the_deadline(cfg, monkeypa
 
     mem = next(s for s in cbd.SPECS if s.name == "memory")
     gpu = next(s for s in cbd.SPECS if s.name == "gpu_count")
-    monkeypatch.setattr(cbd, "SPECS", [
-        cbd.Spec("memory", "meminfo", parse_meminfo_then_let_the_hung_probe_finish, mem.check),
-        gpu])
+    monkeypatch.setattr(
+        cbd,
+        "SPECS",
+        [
+            cbd.Spec("memory", "meminfo", parse_meminfo_then_let_the_hung_probe_finish, mem.check),
+            gpu,
+        ],
+    )
     v = by_check(cbd.run(cfg, "n1", overrides={"nvidia_smi_q": hung}))
     assert v["gpu_count"].state == "probe_error" and "hung" in v["gpu_count"].evidence
 
@@ -367,14 +430,16 @@ def test_services_counts_only_root_processes(cfg, tmp_path):
 
 
 def test_slurm_conf_default_applies_only_to_later_node_lines():
-    conf = ("NodeName=cpu[01-02] CPUs=64\n"
-            "NodeName=DEFAULT Gres=gpu:h100:8 CPUs=96\n"
-            "NodeName=gpu[001-004]\n"
-            "NodeName=gpu005 Gres=gpu:h100:4\n"
-            "NodeName=DEFAULT Gres=gpu:a100:2\n"
-            "NodeName=old[1-2]\n"
-            "NodeName=DEFAULT CPUs=8\n"  # no Gres: the gpu default stays
-            "NodeName=late1\n")
+    conf = (
+        "NodeName=cpu[01-02] CPUs=64\n"
+        "NodeName=DEFAULT Gres=gpu:h100:8 CPUs=96\n"
+        "NodeName=gpu[001-004]\n"
+        "NodeName=gpu005 Gres=gpu:h100:4\n"
+        "NodeName=DEFAULT Gres=gpu:a100:2\n"
+        "NodeName=old[1-2]\n"
+        "NodeName=DEFAULT CPUs=8\n"  # no Gres: the gpu default stays
+        "NodeName=late1\n"
+    )
     count = config.slurm_gpu_count
     assert count(conf, "cpu01") is None  # the DEFAULT below it does not apply
     assert count(conf, "gpu003") == 8

@@ -17,15 +17,17 @@ from aegis_slurm.node.verdict import Verdict
 from ._fixtures import H100_Q, drop_gpu
 
 NOW = datetime(2026, 11, 21, 18, 30, 0)
-LINE = ("NodeName={n} Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=8 CPULoad=0.12 "
-        "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:h100:8 NodeAddr=127.0.0.1 "
-        "NodeHostName=localhost Port=17001 Version=22.05.8 OS=Linux 6.1.0 RealMemory=2048 "
-        "AllocMem=0 FreeMem=N/A Sockets=1 Boards=1 State={s} ThreadsPerCore=1 TmpDisk=0 "
-        "Weight=1 Owner=N/A MCS_label=N/A Partitions=batch,scavenger "
-        "BootTime=2026-11-21T17:00:00 SlurmdStartTime=2026-11-21T18:00:00 "
-        "LastBusyTime=2026-11-21T18:01:00 CfgTRES=cpu=8,mem=2G,billing=8,gres/gpu=8 AllocTRES= "
-        "CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 "
-        "ExtSensorsTemp=n/s{r}")
+LINE = (
+    "NodeName={n} Arch=x86_64 CoresPerSocket=8 CPUAlloc=0 CPUTot=8 CPULoad=0.12 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=gpu:h100:8 NodeAddr=127.0.0.1 "
+    "NodeHostName=localhost Port=17001 Version=22.05.8 OS=Linux 6.1.0 RealMemory=2048 "
+    "AllocMem=0 FreeMem=N/A Sockets=1 Boards=1 State={s} ThreadsPerCore=1 TmpDisk=0 "
+    "Weight=1 Owner=N/A MCS_label=N/A Partitions=batch,scavenger "
+    "BootTime=2026-11-21T17:00:00 SlurmdStartTime=2026-11-21T18:00:00 "
+    "LastBusyTime=2026-11-21T18:01:00 CfgTRES=cpu=8,mem=2G,billing=8,gres/gpu=8 AllocTRES= "
+    "CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s ExtSensorsWatts=0 "
+    "ExtSensorsTemp=n/s{r}"
+)
 
 
 def nodes_text(spec: list[tuple[str, str, str, str]]) -> str:
@@ -41,10 +43,18 @@ GUARD = {"max_drained_share": 0.25, "max_drained_nodes": 10, "window_minutes": 6
 
 
 def test_parse_scontrol_nodes_reason_and_time():
-    text = nodes_text([("node1", "IDLE+DRAIN", "aegis: gpu_count: 7 GPUs visible, 8 expected",
-                        "2026-11-21T18:20:00"),
-                       ("node2", "IDLE", "", ""),
-                       ("node3", "IDLE+DRAIN", "Prolog error", "2026-11-21T18:21:00")])
+    text = nodes_text(
+        [
+            (
+                "node1",
+                "IDLE+DRAIN",
+                "aegis: gpu_count: 7 GPUs visible, 8 expected",
+                "2026-11-21T18:20:00",
+            ),
+            ("node2", "IDLE", "", ""),
+            ("node3", "IDLE+DRAIN", "Prolog error", "2026-11-21T18:21:00"),
+        ]
+    )
     n1, n2, n3 = slurm.parse_scontrol_nodes(text)
     assert n1.drained and n1.ours and n1.aegis_check() == "gpu_count"
     assert n1.reason == "aegis: gpu_count: 7 GPUs visible, 8 expected"
@@ -60,12 +70,14 @@ def test_reason_is_one_bounded_line():
 
 
 def test_plan_drain_respects_foreign_reason_and_keeps_ours():
-    admin = slurm.parse_scontrol_nodes(nodes_text(
-        [("node1", "IDLE+DRAIN", "disk swap scheduled", "2026-11-21T10:00:00")]))
+    admin = slurm.parse_scontrol_nodes(
+        nodes_text([("node1", "IDLE+DRAIN", "disk swap scheduled", "2026-11-21T10:00:00")])
+    )
     plan = slurm.plan_drain([FAIL_GPU], "node1", admin, GUARD, NOW)
     assert plan.action == "keep" and "someone else" in plan.detail
-    ours = slurm.parse_scontrol_nodes(nodes_text(
-        [("node1", "MIXED+DRAIN", "aegis: xid: Xid 79", "2026-11-21T10:00:00")]))
+    ours = slurm.parse_scontrol_nodes(
+        nodes_text([("node1", "MIXED+DRAIN", "aegis: xid: Xid 79", "2026-11-21T10:00:00")])
+    )
     assert slurm.plan_drain([FAIL_GPU], "node1", ours, GUARD, NOW).action == "keep"
 
 
@@ -75,26 +87,52 @@ def test_plan_drain_and_storm_guard():
     plan = slurm.plan_drain([FAIL_GPU], "node1", nodes, GUARD, NOW)
     assert (plan.action, plan.reason) == ("drain", "aegis: gpu_count: 7 GPUs visible, 8 expected")
     # 1 node already drained for gpu_count: 2/8 = 25% allowed; 2 drained: 3/8 > 25% -> storm
-    one = [healthy[0], ("node2", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T18:25:00"),
-           *healthy[2:]]
-    two = [*one[:2], ("node3", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T18:26:00"),
-           *healthy[3:]]
-    assert slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(one)),
-                            GUARD, NOW).action == "drain"
-    plan = slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(two)),
-                            GUARD, NOW)
+    one = [
+        healthy[0],
+        ("node2", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T18:25:00"),
+        *healthy[2:],
+    ]
+    two = [
+        *one[:2],
+        ("node3", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T18:26:00"),
+        *healthy[3:],
+    ]
+    assert (
+        slurm.plan_drain(
+            [FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(one)), GUARD, NOW
+        ).action
+        == "drain"
+    )
+    plan = slurm.plan_drain(
+        [FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(two)), GUARD, NOW
+    )
     assert plan.action == "storm" and "3/8 nodes would be drained for gpu_count" in plan.detail
     # another check is not blocked by gpu_count's storm
     xid = Verdict("xid", "fail", "Xid 79")
-    plan = slurm.plan_drain([FAIL_GPU, xid], "node1", slurm.parse_scontrol_nodes(
-        nodes_text(two)), GUARD, NOW)
+    plan = slurm.plan_drain(
+        [FAIL_GPU, xid], "node1", slurm.parse_scontrol_nodes(nodes_text(two)), GUARD, NOW
+    )
     assert (plan.action, plan.check) == ("drain", "xid")
     # admin drains never count
-    assert slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(
-        [("node2", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"),
-         ("node3", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"), healthy[0],
-         *healthy[3:]])),
-        GUARD, NOW).action == "drain"
+    assert (
+        slurm.plan_drain(
+            [FAIL_GPU],
+            "node1",
+            slurm.parse_scontrol_nodes(
+                nodes_text(
+                    [
+                        ("node2", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"),
+                        ("node3", "IDLE+DRAIN", "bad cable", "2026-11-21T18:25:00"),
+                        healthy[0],
+                        *healthy[3:],
+                    ]
+                )
+            ),
+            GUARD,
+            NOW,
+        ).action
+        == "drain"
+    )
 
 
 def test_share_cap_counts_old_aegis_drains_slow_storm():
@@ -103,16 +141,18 @@ def test_share_cap_counts_old_aegis_drains_slow_storm():
     slow = [(f"node{i}", "IDLE", "", "") for i in range(1, 9)]
     slow[1] = ("node2", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-20T10:00:00")
     slow[2] = ("node3", "IDLE+DRAIN", "aegis: gpu_count: x", "2026-11-21T10:00:00")
-    plan = slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(slow)),
-                            GUARD, NOW)
+    plan = slurm.plan_drain(
+        [FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(slow)), GUARD, NOW
+    )
     assert plan.action == "storm" and "3/8 nodes would be drained" in plan.detail
     # rate cap: at most 2 per hour (share not limiting); old drains do not count for it
     rate = {"max_drained_share": 1.0, "max_drained_nodes": 2, "window_minutes": 60}
     nodes = slurm.parse_scontrol_nodes(nodes_text(slow))
     assert slurm.plan_drain([FAIL_GPU], "node1", nodes, rate, NOW).action == "drain"
     recent = [(n, s, r, "2026-11-21T18:10:00" if r else "") for n, s, r, _ in slow]
-    plan = slurm.plan_drain([FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(recent)),
-                            rate, NOW)
+    plan = slurm.plan_drain(
+        [FAIL_GPU], "node1", slurm.parse_scontrol_nodes(nodes_text(recent)), rate, NOW
+    )
     assert plan.action == "storm" and "3 nodes drained for gpu_count within 60 min" in plan.detail
 
 
@@ -162,8 +202,12 @@ def test_run_hook_without_slurm_fails_open_and_alerts(cfg, tmp_path, monkeypatch
     rc = prolog.run_hook("prolog", cfg, "node7", overrides={"nvidia_smi_q": lambda c: broken})
     assert rc == 0
     st = json.loads((tmp_path / "state" / "node7" / "state.json").read_text())
-    assert {"check": "gpu_count", "state": "fail", "evidence": "7 GPUs visible, 8 expected",
-            "internal": False} in st["last"]["verdicts"]
+    assert {
+        "check": "gpu_count",
+        "state": "fail",
+        "evidence": "7 GPUs visible, 8 expected",
+        "internal": False,
+    } in st["last"]["verdicts"]
     assert st["counters"]["guard_unavailable"] == 1 and "drains" not in st["counters"]
     prom = (tmp_path / "prom" / "aegis_cbd_node7.prom").read_text()
     assert 'aegis_cbd_verdict{check="gpu_count",state="fail",profile="light"} 1' in prom
@@ -172,8 +216,7 @@ def test_run_hook_without_slurm_fails_open_and_alerts(cfg, tmp_path, monkeypatch
     # healthy run -> 0, and HCP mode never returns non-zero
     ok = H100_Q.read_text()
     assert prolog.run_hook("prolog", cfg, "node7", {"nvidia_smi_q": lambda c: ok}) == 0
-    assert prolog.run_hook("healthcheck", cfg, "node7",
-                           {"nvidia_smi_q": lambda c: broken}) == 0
+    assert prolog.run_hook("healthcheck", cfg, "node7", {"nvidia_smi_q": lambda c: broken}) == 0
 
 
 def test_xid_stays_new_until_its_drain_happened(cfg, tmp_path, monkeypatch):
@@ -208,18 +251,30 @@ def test_xid_stays_new_until_its_drain_happened(cfg, tmp_path, monkeypatch):
 WRAPPER = Path(__file__).resolve().parents[2] / "prolog" / "aegis-prolog"
 
 
-def _run_prolog(cfg_text: str, tmp_path: Path, timeout: float = 60, wrapper: Path = WRAPPER,
-                **extra: str) -> subprocess.CompletedProcess:
+def _run_prolog(
+    cfg_text: str, tmp_path: Path, timeout: float = 60, wrapper: Path = WRAPPER, **extra: str
+) -> subprocess.CompletedProcess:
     conf = tmp_path / "cbd.toml"
     conf.write_text(cfg_text)
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")},
-           "AEGIS_CBD_CONFIG": str(conf), "SLURMD_NODENAME": "node5",
-           "SLURM_JOB_ID": "42", "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
-           # never reach the live test cluster from a unit test
-           "SLURM_CONF": str(tmp_path / "no-slurm.conf"),
-           "PATH": "/usr/bin:/bin", **extra}
-    return subprocess.run(["/bin/sh", str(wrapper)], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("AEGIS_")},
+        "AEGIS_CBD_CONFIG": str(conf),
+        "SLURMD_NODENAME": "node5",
+        "SLURM_JOB_ID": "42",
+        "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
+        # never reach the live test cluster from a unit test
+        "SLURM_CONF": str(tmp_path / "no-slurm.conf"),
+        "PATH": "/usr/bin:/bin",
+        **extra,
+    }
+    return subprocess.run(
+        ["/bin/sh", str(wrapper)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_wrapper_fails_open_when_python_fails_before_main(tmp_path):
@@ -231,15 +286,18 @@ def test_wrapper_fails_open_when_python_fails_before_main(tmp_path):
         r = _run_prolog(cfgtext, tmp_path, AEGIS_PYTHON=py)
         assert r.returncode == 0, r.stderr
         assert f"aegis-prolog: {py} exited {code} (aegis failure, not a node fault)" in r.stderr
-    assert "No module named 'aegis_slurm'" in _run_prolog(
-        cfgtext, tmp_path, AEGIS_PYTHON="/usr/bin/python3").stderr
+    assert (
+        "No module named 'aegis_slurm'"
+        in _run_prolog(cfgtext, tmp_path, AEGIS_PYTHON="/usr/bin/python3").stderr
+    )
     assert not state.exists()  # nothing ran
 
 
 def test_bad_mode_is_an_internal_error_not_a_drain(tmp_path):
     state = tmp_path / "state"
-    r = _run_prolog(f'[runtime]\nstate_dir = "{state}"\nsyslog = false\n', tmp_path,
-                    AEGIS_MODE="healthchek")
+    r = _run_prolog(
+        f'[runtime]\nstate_dir = "{state}"\nsyslog = false\n', tmp_path, AEGIS_MODE="healthchek"
+    )
     assert r.returncode == 0, r.stderr
     assert "internal error" in r.stderr and "invalid choice" in r.stderr
     assert (state / "node5" / "internal_errors").read_text() == "1"
@@ -252,8 +310,11 @@ def test_symlinked_wrapper_finds_the_install_venv(tmp_path):
     link.parent.mkdir()
     link.symlink_to(WRAPPER)
     state = tmp_path / "state"
-    r = _run_prolog(f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = ""\nsyslog = false\n',
-                    tmp_path, wrapper=link)
+    r = _run_prolog(
+        f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = ""\nsyslog = false\n',
+        tmp_path,
+        wrapper=link,
+    )
     assert r.returncode == 0, r.stderr
     assert "exited" not in r.stderr
     last = json.loads((state / "node5" / "state.json").read_text())["last"]
@@ -266,13 +327,15 @@ def test_gpu_scope_from_the_prolog_environment(cfg, tmp_path, monkeypatch):
 
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
     cfg["expect"]["gpus"] = 8
-    proc = ("Processes\n"
-            "        GPU instance ID                   : N/A\n"
-            "        Compute instance ID               : N/A\n"
-            "        Process ID                        : 31337\n"
-            "        Type                              : C\n"
-            "        Name                              : python\n"
-            "        Used GPU Memory                   : 30000 MiB")
+    proc = (
+        "Processes\n"
+        "        GPU instance ID                   : N/A\n"
+        "        Compute instance ID               : N/A\n"
+        "        Process ID                        : 31337\n"
+        "        Type                              : C\n"
+        "        Name                              : python\n"
+        "        Used GPU Memory                   : 30000 MiB"
+    )
     busy = edit_gpu(H100_Q.read_text(), 0, "Processes                             : None", proc)
     ov = {"nvidia_smi_q": lambda c: busy}
 
@@ -302,8 +365,10 @@ def test_gpu_scope_from_the_prolog_environment(cfg, tmp_path, monkeypatch):
 
 def test_internal_error_exits_zero_and_is_counted(tmp_path):
     state = tmp_path / "state"
-    bad = (f'[runtime]\nstate_dir = "{state}"\nsyslog = false\n'
-           '[policy.gpu_count]\nfail = "reboot-the-cluster"\n')
+    bad = (
+        f'[runtime]\nstate_dir = "{state}"\nsyslog = false\n'
+        '[policy.gpu_count]\nfail = "reboot-the-cluster"\n'
+    )
     r = _run_prolog(bad, tmp_path)
     assert r.returncode == 0, r.stderr
     assert "internal error" in r.stderr
@@ -314,8 +379,10 @@ def test_process_watchdog_fires_on_a_hang_outside_probes(tmp_path):
     # hold the node-state lock: the Prolog blocks before any probe, the watchdog must end it
     state = tmp_path / "state"
     (state / "node5").mkdir(parents=True)
-    cfgtext = (f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = ""\nsyslog = false\n'
-               "watchdog_s = 0.3\nwatchdog_grace_s = 0.3\n")
+    cfgtext = (
+        f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = ""\nsyslog = false\n'
+        "watchdog_s = 0.3\nwatchdog_grace_s = 0.3\n"
+    )
     with (state / "node5" / "state.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         r = _run_prolog(cfgtext, tmp_path)
@@ -325,19 +392,24 @@ def test_process_watchdog_fires_on_a_hang_outside_probes(tmp_path):
 
 def test_prolog_wrapper_drains_nothing_on_healthy_unconfigured_node(tmp_path):
     state = tmp_path / "state"
-    r = _run_prolog(f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = "{tmp_path}/p"\n'
-                    "syslog = false\n", tmp_path)
+    r = _run_prolog(
+        f'[runtime]\nstate_dir = "{state}"\ntextfile_dir = "{tmp_path}/p"\nsyslog = false\n',
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     last = json.loads((state / "node5" / "state.json").read_text())["last"]
     assert last["mode"] == "prolog" and last["rc"] == 0
 
 
 def test_prolog_path_imports_stdlib_only():
-    code = ("import sys, aegis_slurm.node.prolog, aegis_slurm.node.cbd; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'polars', 'numpy', "
-            "'pandas', 'scipy', 'matplotlib', 'jinja2', 'hostlist'}))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    code = (
+        "import sys, aegis_slurm.node.prolog, aegis_slurm.node.cbd; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'polars', 'numpy', "
+        "'pandas', 'scipy', 'matplotlib', 'jinja2', 'hostlist'}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "[]"
 
 

@@ -23,16 +23,40 @@ RUNS = [
 
 
 def records(spool_dir: Path) -> None:
-    xid = {"signal": "xid79", "kind": "critical", "critical": True,
-           "time": "2025-02-23T16:24:18+00:00", "detail": "XID 79 on 0000:9b:00",
-           "pci": "0000:9b:00"}
+    xid = {
+        "signal": "xid79",
+        "kind": "critical",
+        "critical": True,
+        "time": "2025-02-23T16:24:18+00:00",
+        "detail": "XID 79 on 0000:9b:00",
+        "pci": "0000:9b:00",
+    }
     for n in ("gpu01", "gpu02", "gpu03", "gpu04"):
-        spool.append(spool_dir, {"v": 1, "node": n, "job_id": "11", "run": 0, "cluster": "c",
-                                 "captured_at": "2026-11-02T12:00:01+00:00",
-                                 "signals": [xid] if n == "gpu03" else []})
+        spool.append(
+            spool_dir,
+            {
+                "v": 1,
+                "node": n,
+                "job_id": "11",
+                "run": 0,
+                "cluster": "c",
+                "captured_at": "2026-11-02T12:00:01+00:00",
+                "signals": [xid] if n == "gpu03" else [],
+            },
+        )
     for n in ("gpu05", "gpu06"):
-        spool.append(spool_dir, {"v": 1, "node": n, "job_id": "12", "run": 0, "cluster": "c",
-                                 "captured_at": "2026-11-02T11:00:01+00:00", "signals": []})
+        spool.append(
+            spool_dir,
+            {
+                "v": 1,
+                "node": n,
+                "job_id": "12",
+                "run": 0,
+                "cluster": "c",
+                "captured_at": "2026-11-02T11:00:01+00:00",
+                "signals": [],
+            },
+        )
 
 
 def invoke(*args: str) -> dict:

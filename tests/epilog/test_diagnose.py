@@ -78,8 +78,12 @@ def test_no_common_endpoint_is_a_distributed_problem():
 
 
 def test_split_peers_do_not_make_a_culprit():
-    by = {"gpu01": _nccl("gpu05"), "gpu02": _nccl("gpu05"), "gpu03": _nccl("gpu06"),
-          "gpu04": _nccl("gpu06")}
+    by = {
+        "gpu01": _nccl("gpu05"),
+        "gpu02": _nccl("gpu05"),
+        "gpu03": _nccl("gpu06"),
+        "gpu04": _nccl("gpu06"),
+    }
     assert root_diag({n: s for n, s in by.items()}, NODES)[0] is None
 
 

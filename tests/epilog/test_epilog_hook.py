@@ -19,23 +19,33 @@ HOOK = REPO / "epilog" / "aegis-epilog"
 def site(tmp: Path, *, smi: Path = H100_Q, kmsg: Path | None = None, extra: str = "") -> Path:
     kmsg = kmsg or FIX / "gpud" / "dmesg-with-xid-119.log"
     return write_cbd_config(
-        tmp / "cbd.toml", state_dir=tmp / "state",
+        tmp / "cbd.toml",
+        state_dir=tmp / "state",
         probes={"nvidia_smi_q": ["cat", str(smi)], "kernel_log": ["cat", str(kmsg)]},
         extra=f"""[epilog]
 spool_dir = "{tmp}/spool"
 syslog_path = "{FIX}/azurehpc-health-checks/1dev_6flap_syslog"
 {extra}
-""")
+""",
+    )
 
 
 def run_hook(cfg: Path, job: int, node: str = "gpu01", **env: str):
-    e = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "AEGIS_CBD_CONFIG": str(cfg),
-         "AEGIS_PYTHON": str(REPO / ".venv" / "bin" / "python3"),
-         "SLURM_SCRIPT_CONTEXT": "epilog_slurmd", "SLURMD_NODENAME": node,
-         "SLURM_JOB_ID": str(job), "SLURM_JOB_EXIT_CODE2": "1:0", "SLURM_CLUSTER_NAME": "c",
-         "SLURM_CONF": "/nonexistent/slurm.conf", **env}
-    return subprocess.run(["/bin/sh", str(HOOK)], env=e, capture_output=True, text=True,
-                          check=False)
+    e = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "AEGIS_CBD_CONFIG": str(cfg),
+        "AEGIS_PYTHON": str(REPO / ".venv" / "bin" / "python3"),
+        "SLURM_SCRIPT_CONTEXT": "epilog_slurmd",
+        "SLURMD_NODENAME": node,
+        "SLURM_JOB_ID": str(job),
+        "SLURM_JOB_EXIT_CODE2": "1:0",
+        "SLURM_CLUSTER_NAME": "c",
+        "SLURM_CONF": "/nonexistent/slurm.conf",
+        **env,
+    }
+    return subprocess.run(
+        ["/bin/sh", str(HOOK)], env=e, capture_output=True, text=True, check=False
+    )
 
 
 def test_epilog_spools_one_record_with_the_jobs_signals(tmp_path):
@@ -73,13 +83,15 @@ def test_hung_probes_are_abandoned_and_reported_never_blocking(tmp_path):
     hang.write_text("#!/bin/sh\nsleep 600\n")
     hang.chmod(0o755)
     cfg = write_cbd_config(
-        tmp_path / "cbd.toml", state_dir=tmp_path / "state",
+        tmp_path / "cbd.toml",
+        state_dir=tmp_path / "state",
         probes={"nvidia_smi_q": [str(hang)], "kernel_log": [str(hang)]},
         extra=f"""[epilog]
 spool_dir = "{tmp_path}/spool"
 probe_timeout_s = 0.5
 watchdog_s = 1.0
-""")
+""",
+    )
     r = run_hook(cfg, 9)
     assert r.returncode == 0, r.stderr
     (rec,) = spool.read_records([tmp_path / "spool"])
@@ -102,19 +114,22 @@ def test_an_aegis_bug_never_fails_the_teardown(tmp_path):
 
 
 def test_loop_guard_counts_failed_runs_in_the_window_per_partition():
-    limits = {"enabled": True, "max_requeues": 2, "window_minutes": 10,
-              "ignore_exit_signals": [15]}
+    limits = {"enabled": True, "max_requeues": 2, "window_minutes": 10, "ignore_exit_signals": [15]}
     now = 10_000.0
-    hist = [{"t": now - 30, "run": 0, "exit_code": "42:0"},
-            {"t": now - 20, "run": 1, "exit_code": "42:0"}]
+    hist = [
+        {"t": now - 30, "run": 0, "exit_code": "42:0"},
+        {"t": now - 20, "run": 1, "exit_code": "42:0"},
+    ]
     assert epilog.loop_decision(hist, limits, now)[0] is False  # 2 runs: at the limit
     hist.append({"t": now, "run": 2, "exit_code": "0:0"})
     hold, n, why = epilog.loop_decision(hist, limits, now)
     assert hold and n == 3 and "limit 2" in why
     # preempted/scancelled runs (SIGTERM) and runs outside the window do not count
-    old = [{"t": now - 3600, "run": 0, "exit_code": "42:0"},
-           {"t": now - 5, "run": 1, "exit_code": "0:15"},
-           {"t": now, "run": 2, "exit_code": "42:0"}]
+    old = [
+        {"t": now - 3600, "run": 0, "exit_code": "42:0"},
+        {"t": now - 5, "run": 1, "exit_code": "0:15"},
+        {"t": now, "run": 2, "exit_code": "42:0"},
+    ]
     assert epilog.loop_decision(old, limits, now)[:2] == (False, 1)
     assert epilog.loop_decision(hist, {**limits, "enabled": False}, now)[0] is False
 
@@ -178,11 +193,13 @@ def test_counter_growth_between_epilogs_through_the_real_runner(tmp_path):
     assert epilog.capture(cfg, "gpu01", state)["signals"] == []  # first reading: baseline
     (ports[2] / "counters" / "link_downed").write_text("3\n")
     (ports[2] / "counters" / "symbol_error").write_text("57\n")
-    smi.write_text(edit_gpu(H100_Q.read_text(), 5, r"DRAM Uncorrectable\s+: 0",
-                            "DRAM Uncorrectable : 1"))
+    smi.write_text(
+        edit_gpu(H100_Q.read_text(), 5, r"DRAM Uncorrectable\s+: 0", "DRAM Uncorrectable : 1")
+    )
     got = {s["signal"]: s for s in epilog.capture(cfg, "gpu01", state)["signals"]}
     dev = ports[2].parent.parent.name
-    assert got["ib_link_flap"]["port"] == f"{dev}/1" and got["ib_link_flap"]["kind"] == \
-        "distributed"
+    assert (
+        got["ib_link_flap"]["port"] == f"{dev}/1" and got["ib_link_flap"]["kind"] == "distributed"
+    )
     assert got["ib_errors"]["detail"] == f"{dev}/1: symbol_error +57"
     assert got["ecc_uncorrectable"]["critical"]

@@ -32,8 +32,9 @@ def test_xid_119_dmesg_gives_one_critical_signal_with_pci_and_kernel_time():
 
 
 def test_application_xids_are_info_and_iso_stamps_are_parsed():
-    got = sg.kernel_signals(sg.new_lines(fixture_text("gpud/dmesg.decode.iso.log"), [])[0],
-                            0.0, NOW)
+    got = sg.kernel_signals(
+        sg.new_lines(fixture_text("gpud/dmesg.decode.iso.log"), [])[0], 0.0, NOW
+    )
     xids = {s["signal"] for s in got if s["signal"].startswith("xid")}
     assert xids == {"xid13", "xid43"}
     assert all(s["kind"] == "info" and not s["critical"] for s in got)
@@ -45,8 +46,10 @@ def test_lines_seen_by_the_previous_epilog_are_not_reported_again():
     first, seen = sg.new_lines(text, [])
     again, seen2 = sg.new_lines(text, seen)
     assert first and again == [] and seen2 == seen
-    more = text + "\n[Sun Feb 23 17:00:00 2025] NVRM: Xid (PCI:0000:1b:00): 79, pid=1, GPU has " \
-                  "fallen off the bus.\n"
+    more = (
+        text + "\n[Sun Feb 23 17:00:00 2025] NVRM: Xid (PCI:0000:1b:00): 79, pid=1, GPU has "
+        "fallen off the bus.\n"
+    )
     new, _ = sg.new_lines(more, seen)
     assert [s["signal"] for s in sg.kernel_signals(new, 0.0, NOW)] == ["xid79"]
 
@@ -68,10 +71,12 @@ def test_syslog_link_flaps_count_repeated_identical_lines():
 
 
 def test_kernel_patterns_with_peers():
-    lines = ["[  10.0] nfs: server storage01 not responding, still trying",
-             "[  11.0] mlx5_core 0000:0c:00.0: mlx5_port_module_event: Port 1 link down",
-             "[  12.0] NVRM: GPU at PCI:0000:1b:00: GPU has fallen off the bus.",
-             "[  13.0] {1}[Hardware Error]: PCIe Bus Error: severity=Corrected, type=Physical"]
+    lines = [
+        "[  10.0] nfs: server storage01 not responding, still trying",
+        "[  11.0] mlx5_core 0000:0c:00.0: mlx5_port_module_event: Port 1 link down",
+        "[  12.0] NVRM: GPU at PCI:0000:1b:00: GPU has fallen off the bus.",
+        "[  13.0] {1}[Hardware Error]: PCIe Bus Error: severity=Corrected, type=Physical",
+    ]
     got = {s["signal"]: s for s in sg.kernel_signals(lines, 0.0, NOW)}
     assert got["nfs_timeout"]["peer"] == "storage01"
     assert got["nfs_timeout"]["kind"] == "distributed"
@@ -105,16 +110,28 @@ def test_ecc_and_row_remap_counter_growth():
 
 
 def test_ib_counter_growth():
-    got = sg.ib_counter_signals({"mlx5_0/1": {"link_downed": 2, "symbol_error": 40},
-                                 "mlx5_1/1": {"symbol_error": 3}}, 10, NOW)
-    assert [(s["signal"], s["port"]) for s in got] == [("ib_link_flap", "mlx5_0/1"),
-                                                        ("ib_errors", "mlx5_0/1")]
+    got = sg.ib_counter_signals(
+        {"mlx5_0/1": {"link_downed": 2, "symbol_error": 40}, "mlx5_1/1": {"symbol_error": 3}},
+        10,
+        NOW,
+    )
+    assert [(s["signal"], s["port"]) for s in got] == [
+        ("ib_link_flap", "mlx5_0/1"),
+        ("ib_errors", "mlx5_0/1"),
+    ]
 
 
 def test_tag_round_trips_through_the_analytics_parser():
-    recs = [{"node": "node3", "signals": [{"signal": "ib_link_flap", "kind": "distributed"}]},
-            {"node": "node2", "signals": [{"signal": "xid13", "kind": "info"},
-                                          {"signal": "xid79", "kind": "critical"}]}]
+    recs = [
+        {"node": "node3", "signals": [{"signal": "ib_link_flap", "kind": "distributed"}]},
+        {
+            "node": "node2",
+            "signals": [
+                {"signal": "xid13", "kind": "info"},
+                {"signal": "xid79", "kind": "critical"},
+            ],
+        },
+    ]
     tag = sg.make_tag(sg.tag_pairs(recs))
     # Only critical signals are tagged: node3's link flap alone is no hardware failure.
     assert tag == "aegis:v1;hw=node2:xid79"
@@ -125,8 +142,10 @@ def test_tag_round_trips_through_the_analytics_parser():
     out = pl.DataFrame({"c": [comment]}).select(cause.alias("cause"), nodes.alias("nodes"))
     assert out.row(0) == ("xid79", ["node2"])
     # re-tagging replaces our own tag, keeps the admin's text
-    assert sg.merge_comment(comment, "aegis:v1;hw=node9:gpu_lost") == \
-        "ticket 4711 aegis:v1;hw=node9:gpu_lost"
+    assert (
+        sg.merge_comment(comment, "aegis:v1;hw=node9:gpu_lost")
+        == "ticket 4711 aegis:v1;hw=node9:gpu_lost"
+    )
 
 
 def test_tag_stays_short():

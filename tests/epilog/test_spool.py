@@ -65,8 +65,12 @@ def test_rotation_bounds_the_size(tmp_path):
     for i in range(400):
         spool.append(tmp_path, rec(i, pad="y" * 200), max_bytes=8192, keep=3)
     files = sorted((tmp_path / "n1").glob("signals.jsonl*"))
-    assert [f.name for f in files] == ["signals.jsonl", "signals.jsonl.1", "signals.jsonl.2",
-                                       "signals.jsonl.3"]
+    assert [f.name for f in files] == [
+        "signals.jsonl",
+        "signals.jsonl.1",
+        "signals.jsonl.2",
+        "signals.jsonl.3",
+    ]
     assert all(f.stat().st_size <= 8192 for f in files)
     jobs = sorted(int(r["job_id"]) for r in spool.read_records([tmp_path]))
     assert jobs[-1] == 399 and jobs == list(range(jobs[0], 400))  # newest kept, contiguous
@@ -94,8 +98,12 @@ def test_kill_9_at_random_points_never_tears_or_loses_a_record(tmp_path):
     kills = 0
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
     for _ in range(80):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(start)],
-                                stdout=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(root), str(start)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         lines: list[str] = []
         reader = threading.Thread(target=lambda p=proc, out=lines: out.extend(p.stdout))
         reader.start()
@@ -131,13 +139,17 @@ def test_tail_records_reads_the_newest_records_only(tmp_path):
 
 def test_concurrent_epilogs_on_one_node_lose_nothing(tmp_path):
     """Several jobs ending at once on one node: the flock serialises the rewrites."""
-    code = ("import sys\nfrom aegis_slurm.node import spool\n"
-            "for i in range(25):\n"
-            "    spool.append(sys.argv[1], {'node': 'n1', 'job_id': f'{sys.argv[2]}-{i}', "
-            "'run': 0})\n")
+    code = (
+        "import sys\nfrom aegis_slurm.node import spool\n"
+        "for i in range(25):\n"
+        "    spool.append(sys.argv[1], {'node': 'n1', 'job_id': f'{sys.argv[2]}-{i}', "
+        "'run': 0})\n"
+    )
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(w)], env=env)
-             for w in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(tmp_path), str(w)], env=env)
+        for w in range(4)
+    ]
     assert [p.wait() for p in procs] == [0, 0, 0, 0]
     jobs = {r["job_id"] for r in spool.read_records([tmp_path])}
     assert jobs == {f"{w}-{i}" for w in range(4) for i in range(25)}

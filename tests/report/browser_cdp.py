@@ -24,8 +24,14 @@ from pathlib import Path
 from typing import Any
 
 FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 # Safety net against a wedged browser only (no test asserts on time).
 READ_TIMEOUT_S = 120.0
@@ -59,10 +65,18 @@ class Chromium:
             os.dup2(101, 4)
 
         self.proc = subprocess.Popen(
-            [exe, *FLAGS, f"--user-data-dir={user_data_dir}", "--remote-debugging-pipe",
-             "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=False, preexec_fn=fds,
+            [
+                exe,
+                *FLAGS,
+                f"--user-data-dir={user_data_dir}",
+                "--remote-debugging-pipe",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=False,
+            preexec_fn=fds,
         )
         os.close(to_r)
         os.close(from_w)
@@ -80,8 +94,9 @@ class Chromium:
         msg, self._buf = self._buf.split(b"\0", 1)
         return json.loads(msg)
 
-    def send(self, method: str, params: dict[str, Any] | None = None,
-             session: str | None = None) -> dict[str, Any]:
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         self._id += 1
         cmd: dict[str, Any] = {"id": self._id, "method": method, "params": params or {}}
         if session:
@@ -134,8 +149,11 @@ class Chromium:
         # Our own evaluations below also compile scripts: stop recording them first.
         self.send("Debugger.disable", session=s)
         if screenshot is not None:
-            data = self.send("Page.captureScreenshot",
-                             {"format": "png", "captureBeyondViewport": True}, session=s)["data"]
+            data = self.send(
+                "Page.captureScreenshot",
+                {"format": "png", "captureBeyondViewport": True},
+                session=s,
+            )["data"]
             screenshot.write_bytes(base64.b64decode(data))
         return s, load
 
@@ -146,8 +164,11 @@ class Chromium:
                 return msg
 
     def evaluate(self, session: str, expression: str) -> Any:
-        res = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                             "awaitPromise": True}, session=session)
+        res = self.send(
+            "Runtime.evaluate",
+            {"expression": expression, "returnByValue": True, "awaitPromise": True},
+            session=session,
+        )
         assert "exceptionDetails" not in res, res
         return res["result"].get("value")
 

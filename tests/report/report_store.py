@@ -42,5 +42,6 @@ def make_store(root: Path, cfg: SimConfig, month_end: str | None = "2024-02-01")
     (root / "history").mkdir(parents=True, exist_ok=True)
     paths = write_history(sim, root / "history" / "sacct.txt")
     ingest_files([paths["sacct"]], root / "store")
-    return Built(root / "store", Path(paths["events"]), Path(paths["signals"]), root / "report",
-                 {}, loop_job)
+    return Built(
+        root / "store", Path(paths["events"]), Path(paths["signals"]), root / "report", {}, loop_job
+    )

@@ -53,16 +53,15 @@ def test_report_in_chromium(browser: Chromium, built: Built, tmp_path: Path):
     assert browser.evaluate(s, "document.querySelectorAll('script').length") == 0
 
     # The hostile job name is on the page as text, in the crash-loop tables.
-    cells = browser.evaluate(
-        s, "[...document.querySelectorAll('td')].map(td => td.textContent)"
-    )
+    cells = browser.evaluate(s, "[...document.querySelectorAll('td')].map(td => td.textContent)")
     assert cells.count(SCRIPT_NAME) == 2  # summary's worst loops + the crash-loop section
     assert SCRIPT_NAME in browser.evaluate(s, "document.body.innerText")
 
     # Every figure is there and decoded by the browser; every figure the report lists is shown.
     imgs = browser.evaluate(
-        s, "[...document.images].map(i => ({src: i.src, ok: i.complete && i.naturalWidth > 0,"
-        " w: i.naturalWidth}))"
+        s,
+        "[...document.images].map(i => ({src: i.src, ok: i.complete && i.naturalWidth > 0,"
+        " w: i.naturalWidth}))",
     )
     shown = {Path(urlparse(i["src"]).path).stem for i in imgs}
     expected = {k for k, v in built.report["figures"].items() if "png" in v}
@@ -102,8 +101,6 @@ def test_missing_figures_say_why_in_the_browser(browser: Chromium, built: Built,
     assert "missing" in rep["figures"]["drains"]
     s, load = browser.open((out / "index.html").as_uri())
     assert load.dialogs == [] and load.scripts == []
-    text = browser.evaluate(
-        s, "document.querySelector('[data-figure-missing=drains]').textContent"
-    )
+    text = browser.evaluate(s, "document.querySelector('[data-figure-missing=drains]').textContent")
     assert "No node events were given" in text
     assert browser.evaluate(s, "[...document.images].every(i => i.naturalWidth > 0)")

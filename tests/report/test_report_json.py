@@ -43,8 +43,14 @@ def same(a: Any, b: Any, path: str = "") -> None:
 
 def test_report_json_equals_cli_json(built: Built):
     rep = json.loads((built.out / "report.json").read_text())
-    st = ["--store", str(built.store), "--events", str(built.events),
-          "--signals", str(built.signals)]
+    st = [
+        "--store",
+        str(built.store),
+        "--events",
+        str(built.events),
+        "--signals",
+        str(built.signals),
+    ]
     same(rep["taxonomy"], cli_json("taxonomy", *st))
     same(rep["failure_rate"], cli_json("failure-rate", *st))
     same(rep["mttf"], cli_json("mttf", *st))
@@ -53,9 +59,19 @@ def test_report_json_equals_cli_json(built: Built):
     same(rep["lemon_nodes"], cli_json("lemon-nodes", *st))
     same(rep["measured_ettr"], cli_json("measured-ettr", *st))
     # ... and `aegis-slurm report --json` prints what report.json holds.
-    printed = cli_json("report", "--store", str(built.store), "--month", MONTH, "--out",
-                       str(built.out.parent / "again"), "--events", str(built.events),
-                       "--signals", str(built.signals))
+    printed = cli_json(
+        "report",
+        "--store",
+        str(built.store),
+        "--month",
+        MONTH,
+        "--out",
+        str(built.out.parent / "again"),
+        "--events",
+        str(built.events),
+        "--signals",
+        str(built.signals),
+    )
     printed.pop("inputs")
     on_disk = dict(rep)
     on_disk.pop("inputs")
@@ -85,12 +101,17 @@ def test_summary_is_made_of_the_section_numbers(built: Built):
     assert r["drains"]["other_outs"] > 0
     # The page shows these very numbers (formatted as the template formats them).
     page = (built.out / "index.html").read_text()
-    for shown in (f"{s['jobs']:,}", f"{s['runs']:,}", f"{s['gpu_hours']:,.0f}",
-                  f"{s['rf_per_1000_node_days']:,.2f}", f"{s['common_size']['gpus']:,}-GPU",
-                  f"{s['goodput_lost_gpu_hours']:,.0f}"):
+    for shown in (
+        f"{s['jobs']:,}",
+        f"{s['runs']:,}",
+        f"{s['gpu_hours']:,.0f}",
+        f"{s['rf_per_1000_node_days']:,.2f}",
+        f"{s['common_size']['gpus']:,}-GPU",
+        f"{s['goodput_lost_gpu_hours']:,.0f}",
+    ):
         assert shown in page, shown
     for row in r["taxonomy"]["by_state"]:
-        assert f"<td class=\"t\">{row['state']}</td><td>{row['runs']:,}</td>" in page
+        assert f'<td class="t">{row["state"]}</td><td>{row["runs"]:,}</td>' in page
     # Every figure was written as PNG and SVG.
     for name, f in r["figures"].items():
         assert "missing" not in f, (name, f)
@@ -99,16 +120,18 @@ def test_summary_is_made_of_the_section_numbers(built: Built):
 
 
 def test_two_months_give_deltas_and_a_rolling_series(tmp_path: Path):
-    b = make_store(tmp_path, SimConfig(nodes=96, days=62, seed=3, start="2023-12-01T00:00:00",
-                                       crash_loops=1), month_end=None)
+    b = make_store(
+        tmp_path,
+        SimConfig(nodes=96, days=62, seed=3, start="2023-12-01T00:00:00", crash_loops=1),
+        month_end=None,
+    )
     r = build_report(b.store, MONTH, tmp_path / "out", [b.events], b.signals)
     dec = build_report(b.store, "2023-12", tmp_path / "dec", [b.events], b.signals)
     mom = {d["metric"]: d for d in r["month_over_month"]}
     assert mom["runs"]["this_month"] == r["summary"]["runs"]
     assert mom["runs"]["previous_month"] == dec["summary"]["runs"]
     assert mom["runs"]["change"] == r["summary"]["runs"] - dec["summary"]["runs"]
-    assert r["summary"]["rf_previous_per_1000_node_days"] == dec["summary"][
-        "rf_per_1000_node_days"]
+    assert r["summary"]["rf_previous_per_1000_node_days"] == dec["summary"]["rf_per_1000_node_days"]
     # The rolling series covers both months (the January windows reach back into December).
     dates = [x["date"] for x in r["failure_rate"]["rolling"]]
     assert dates[0].startswith("2023-12") and dates[-1].startswith("2024-01")
@@ -117,8 +140,9 @@ def test_two_months_give_deltas_and_a_rolling_series(tmp_path: Path):
 
 def test_month_without_large_jobs_or_events_says_so(tmp_path: Path):
     small = {g: p for g, p in SIZE_MIX.items() if g <= 64}
-    b = make_store(tmp_path, SimConfig(nodes=32, days=31, seed=5, crash_loops=0, lemons=0,
-                                       size_mix=small))
+    b = make_store(
+        tmp_path, SimConfig(nodes=32, days=31, seed=5, crash_loops=0, lemons=0, size_mix=small)
+    )
     r = build_report(b.store, MONTH, tmp_path / "out")  # no events, no signals
     assert r["summary"]["rf_per_1000_node_days"] is None
     assert r["ettr_planning"]["available"] is False
@@ -145,13 +169,16 @@ def test_month_parsing_and_cli_errors(built: Built, tmp_path: Path):
     assert str(Month.parse("2024-01").prev()) == "2023-12"
     with pytest.raises(ValueError):
         Month.parse("2024-13")
-    res = CliRunner().invoke(main, ["report", "--store", str(built.store), "--month", "Jan",
-                                    "--out", str(tmp_path / "x")])
+    res = CliRunner().invoke(
+        main,
+        ["report", "--store", str(built.store), "--month", "Jan", "--out", str(tmp_path / "x")],
+    )
     assert res.exit_code != 0 and "YYYY-MM" in res.output
     res = CliRunner().invoke(main, ["report", "--help"])
     assert res.exit_code == 0 and "--month" in res.output
     # Without --month: the latest month with a real share of the runs.
-    res = CliRunner().invoke(main, ["report", "--store", str(built.store), "--out",
-                                    str(tmp_path / "y")])
+    res = CliRunner().invoke(
+        main, ["report", "--store", str(built.store), "--out", str(tmp_path / "y")]
+    )
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "y" / "report.json").read_text())["month"] == MONTH

@@ -43,9 +43,11 @@ DEFAULT_HOOKS: dict[str, str] = {
     "prolog": os.environ.get("SLURM_TESTBED_PROLOG", f"{TESTBED_DIR}/hooks/prolog.sh"),
     "epilog": os.environ.get("SLURM_TESTBED_EPILOG", f"{TESTBED_DIR}/hooks/epilog.sh"),
     "prolog_ctld": os.environ.get(
-        "SLURM_TESTBED_PROLOG_CTLD", f"{TESTBED_DIR}/hooks/prolog_slurmctld.sh"),
+        "SLURM_TESTBED_PROLOG_CTLD", f"{TESTBED_DIR}/hooks/prolog_slurmctld.sh"
+    ),
     "epilog_ctld": os.environ.get(
-        "SLURM_TESTBED_EPILOG_CTLD", f"{TESTBED_DIR}/hooks/epilog_slurmctld.sh"),
+        "SLURM_TESTBED_EPILOG_CTLD", f"{TESTBED_DIR}/hooks/epilog_slurmctld.sh"
+    ),
 }
 # Printed by slurmd each time it (re)reads slurm.conf; counts prove a reconfigure reached it.
 SLURMD_CONFIG_READ = "CPU frequency setting not configured"
@@ -77,8 +79,18 @@ def _unavailable(message: str) -> None:
 
 # Final states as sacct prints them (first token of State); anything else may still change.
 FINAL_STATES = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
-     "BOOT_FAIL", "DEADLINE", "REVOKED"}
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+    }
 )
 
 
@@ -108,7 +120,11 @@ class SlurmCluster:
 
     # -- plain commands -------------------------------------------------------------------------
     def run(
-        self, argv: Sequence[str], *, check: bool = True, input: str | None = None,
+        self,
+        argv: Sequence[str],
+        *,
+        check: bool = True,
+        input: str | None = None,
         cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
@@ -136,8 +152,21 @@ class SlurmCluster:
     def sacct_records(self, jobid: int | str, since: str = "now-1days") -> list[SacctRecord]:
         """All allocation records of a job (an array's tasks, a het job's components, each run)."""
         out = self.run(
-            ["sacct", "-n", "-P", "-X", "-D", "-j", str(jobid), "-S", since, "-E", "now",
-             "-o", "JobID,JobIDRaw,State,ExitCode"]
+            [
+                "sacct",
+                "-n",
+                "-P",
+                "-X",
+                "-D",
+                "-j",
+                str(jobid),
+                "-S",
+                since,
+                "-E",
+                "now",
+                "-o",
+                "JobID,JobIDRaw,State,ExitCode",
+            ]
         ).stdout
         records = []
         for line in out.splitlines():
@@ -179,8 +208,20 @@ class SlurmCluster:
         (and with ``-s CD``) about 1 s before it showed in a plain ``-S day -E tomorrow`` query,
         so a just-finished job can be missing from a window fetched right after ``wait_state``.
         """
-        argv = ["sacct", "-n", "-P", "-X", "-D", "--allusers", "-S", since, "-E", "now+1days",
-                "-o", "JobIDRaw,State,Submit,End,Comment,AdminComment"]
+        argv = [
+            "sacct",
+            "-n",
+            "-P",
+            "-X",
+            "-D",
+            "--allusers",
+            "-S",
+            since,
+            "-E",
+            "now+1days",
+            "-o",
+            "JobIDRaw,State,Submit,End,Comment,AdminComment",
+        ]
         deadline = time.monotonic() + timeout
         previous = None
         while True:
@@ -216,8 +257,15 @@ class SlurmCluster:
     def events(self, since: str) -> str:
         """``sacctmgr show event`` since ``since`` (node DOWN/DRAIN history), for diagnostics."""
         return self.run(
-            ["sacctmgr", "-n", "-P", "show", "event", f"Start={since}",
-             "format=NodeName,TimeStart,TimeEnd,State,Reason,User"]
+            [
+                "sacctmgr",
+                "-n",
+                "-P",
+                "show",
+                "event",
+                f"Start={since}",
+                "format=NodeName,TimeStart,TimeEnd,State,Reason,User",
+            ]
         ).stdout
 
     def reset(self) -> None:
@@ -248,8 +296,12 @@ class SlurmCluster:
         """Point slurm.conf's four hook lines at these absolute paths (None = the session
         default, normally the recording hook; "none" = no hook) and make slurmctld and every
         slurmd use them."""
-        given = {"prolog": prolog, "epilog": epilog, "prolog_ctld": prolog_ctld,
-                 "epilog_ctld": epilog_ctld}
+        given = {
+            "prolog": prolog,
+            "epilog": epilog,
+            "prolog_ctld": prolog_ctld,
+            "epilog_ctld": epilog_ctld,
+        }
         wanted = {
             key: str(value) if value is not None else DEFAULT_HOOKS[key]
             for key, value in given.items()
@@ -258,7 +310,8 @@ class SlurmCluster:
             if value != "none" and not Path(value).is_absolute():
                 raise ValueError(f"hook paths must be absolute: {value}")
         lines = [
-            line for line in self.conf.read_text().splitlines()
+            line
+            for line in self.conf.read_text().splitlines()
             if line.partition("=")[0] not in HOOK_KEYS.values()
         ]
         # Keep hook lines before the NodeName/PartitionName lines: right after ClusterName.
@@ -336,7 +389,10 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
             ["sinfo", "-h", "-N", "-o", "%N"], env=env, check=True, capture_output=True, text=True
         ).stdout.split()
         cluster = SlurmCluster(
-            directory=TESTBED_DIR, env=env, conf=conf, nodes=sorted(set(nodes), key=_node_key),
+            directory=TESTBED_DIR,
+            env=env,
+            conf=conf,
+            nodes=sorted(set(nodes), key=_node_key),
             started_by_us=started_by_us,
         )
         cluster.reset()  # whatever an earlier session left: flags, jobs, drained nodes

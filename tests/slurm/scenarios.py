@@ -122,22 +122,31 @@ class _Driver:
 
     # ------------------------------------------------------------------ groups
     def node1_timeout_and_pending(self) -> None:
-        t = self.submit("timeout", ["-J", "timeout", "-w", "node1", "-t", "1",
-                                    "--wrap", "sleep 600"])
+        t = self.submit(
+            "timeout", ["-J", "timeout", "-w", "node1", "-t", "1", "--wrap", "sleep 600"]
+        )
         self.c.wait_state(t, "RUNNING")
         # Eligible but blocked on Resources: it reaches slurmdbd (a held job never would).
-        p = self.submit("cancelled_pending", ["-J", "pending", "-w", "node1", "--exclusive",
-                                              "-t", "5", "--wrap", "true"])
+        p = self.submit(
+            "cancelled_pending",
+            ["-J", "pending", "-w", "node1", "--exclusive", "-t", "5", "--wrap", "true"],
+        )
         self.c.wait_state(p, "PENDING")
         self.c.run(["scancel", str(p)])  # as root: "CANCELLED by 0"
         self.c.wait_state(p, "CANCELLED")
         self.c.wait_state(t, "TIMEOUT", timeout=240)
 
     def node2_node_fail(self) -> None:
-        a = self.submit("node_fail_norequeue", ["-J", "nf-norequeue", "-w", "node2",
-                                                "--no-requeue", "--wrap", "sleep 600"], user="bob")
-        b = self.submit("node_fail_requeue", ["-J", "nf-requeue", "-w", "node2", "--requeue"],
-                        script=SLEEP_FIRST_RUN)
+        a = self.submit(
+            "node_fail_norequeue",
+            ["-J", "nf-norequeue", "-w", "node2", "--no-requeue", "--wrap", "sleep 600"],
+            user="bob",
+        )
+        b = self.submit(
+            "node_fail_requeue",
+            ["-J", "nf-requeue", "-w", "node2", "--requeue"],
+            script=SLEEP_FIRST_RUN,
+        )
         self.c.wait_state(a, "RUNNING")
         self.c.wait_state(b, "RUNNING")
         os.kill(self.c.slurmd_pid("node2"), signal.SIGKILL)
@@ -149,15 +158,45 @@ class _Driver:
         self.c.wait_state(b, "COMPLETED")
 
     def node34_preemption(self) -> None:
-        r = self.submit("preempted_requeue", ["-J", "preempt-requeue", "-p", "batch", "-w", "node3",
-                                              "--gres=gpu:8"], script=SLEEP_FIRST_RUN)
-        k = self.submit("preempted_cancel", ["-J", "preempt-cancel", "-p", "scavenger", "-w",
-                                             "node4", "--gres=gpu:8", "--wrap", "sleep 600"])
+        r = self.submit(
+            "preempted_requeue",
+            ["-J", "preempt-requeue", "-p", "batch", "-w", "node3", "--gres=gpu:8"],
+            script=SLEEP_FIRST_RUN,
+        )
+        k = self.submit(
+            "preempted_cancel",
+            [
+                "-J",
+                "preempt-cancel",
+                "-p",
+                "scavenger",
+                "-w",
+                "node4",
+                "--gres=gpu:8",
+                "--wrap",
+                "sleep 600",
+            ],
+        )
         self.c.wait_state(r, "RUNNING")
         self.c.wait_state(k, "RUNNING")
-        u = self.submit("preemptor", ["-J", "urgent", "-p", "urgent", "-N2", "-w", "node[3-4]",
-                                      "--gpus-per-node=8", "-t", "10", "--wrap", "sleep 2"],
-                        user="bob")
+        u = self.submit(
+            "preemptor",
+            [
+                "-J",
+                "urgent",
+                "-p",
+                "urgent",
+                "-N2",
+                "-w",
+                "node[3-4]",
+                "--gpus-per-node=8",
+                "-t",
+                "10",
+                "--wrap",
+                "sleep 2",
+            ],
+            user="bob",
+        )
         self.c.wait_state(k, "PREEMPTED")
         self.wait_requeued(r, 1)
         self.c.wait_state(u, "COMPLETED")
@@ -165,9 +204,12 @@ class _Driver:
         self.c.wait_state(r, "COMPLETED")
 
     def node5678_gpu_jobs(self) -> None:
-        m = self.submit("multinode_gpu", ["-J", "multinode", "-N4", "-w", "node[5-8]",
-                                          "--gpus-per-node=8", "-t", "10"],
-                        user="bob", script=MULTINODE)
+        m = self.submit(
+            "multinode_gpu",
+            ["-J", "multinode", "-N4", "-w", "node[5-8]", "--gpus-per-node=8", "-t", "10"],
+            user="bob",
+            script=MULTINODE,
+        )
         self.c.wait_state(m, "COMPLETED")
         h = self.submit("het", [], script=HETJOB)  # needs node5's GPUs, so after the 4-node job
         self.c.wait_state(h, "COMPLETED")
@@ -181,40 +223,65 @@ class _Driver:
             "out_of_memory": (["-J", "oom", "--mem=64M"], "bob", OOM),
             "name_pipe": (["-J", PIPE_NAME, "--wrap", "true"], "alice", None),
             "name_script": (["-J", SCRIPT_NAME, "--wrap", "true"], "bob", None),
-            "array": (["-J", "array", "--array=0-2", "--wrap", "exit $SLURM_ARRAY_TASK_ID"],
-                      "bob", None),
+            "array": (
+                ["-J", "array", "--array=0-2", "--wrap", "exit $SLURM_ARRAY_TASK_ID"],
+                "bob",
+                None,
+            ),
             "completed_step_failed": (["-J", "step-fails"], "bob", STEP_FAILS),
         }
         ids = {
             name: self.submit(name, [*argv, *common], user=user, script=script)
             for name, (argv, user, script) in simple.items()
         }
-        expected = {"completed": "COMPLETED", "failed_exit1": "FAILED", "failed_signal": "FAILED",
-                    "out_of_memory": "OUT_OF_MEMORY", "name_pipe": "COMPLETED",
-                    "name_script": "COMPLETED", "array": ("COMPLETED", "FAILED"),
-                    "completed_step_failed": "COMPLETED"}
+        expected = {
+            "completed": "COMPLETED",
+            "failed_exit1": "FAILED",
+            "failed_signal": "FAILED",
+            "out_of_memory": "OUT_OF_MEMORY",
+            "name_pipe": "COMPLETED",
+            "name_script": "COMPLETED",
+            "array": ("COMPLETED", "FAILED"),
+            "completed_step_failed": "COMPLETED",
+        }
         for name, jobid in ids.items():
             self.c.wait_state(jobid, expected[name])
 
     def cancelled_running(self) -> None:
-        j = self.submit("cancelled_running", ["-J", "cancel-running", OFF_SPECIAL_NODES,
-                                              "--wrap", "sleep 600"])
+        j = self.submit(
+            "cancelled_running", ["-J", "cancel-running", OFF_SPECIAL_NODES, "--wrap", "sleep 600"]
+        )
         self.c.wait_state(j, "RUNNING")
         # The owner cancels: "CANCELLED by <alice's uid>".
         self.c.run(["runuser", "-u", "alice", "--", "scancel", str(j)])
         self.c.wait_state(j, "CANCELLED")
 
     def comments(self) -> None:
-        j = self.submit("comments", ["-J", "comments", OFF_SPECIAL_NODES, "-t", "10",
-                                     f"--comment={USER_COMMENT}", "--wrap", "sleep 4"])
+        j = self.submit(
+            "comments",
+            [
+                "-J",
+                "comments",
+                OFF_SPECIAL_NODES,
+                "-t",
+                "10",
+                f"--comment={USER_COMMENT}",
+                "--wrap",
+                "sleep 4",
+            ],
+        )
         self.c.wait_state(j, "RUNNING")
         # Set while running (as a health check would); slurmdbd gets it when the run ends.
         self.c.run(["scontrol", "update", f"jobid={j}", f"AdminComment={ADMIN_COMMENT}"])
         self.c.wait_state(j, "COMPLETED")
 
     def requeued_admin(self) -> None:
-        j = self.submit("requeued_admin", ["-J", "requeue-admin", OFF_SPECIAL_NODES, "-t", "10"],
-                        user="bob", script=SLEEP_FIRST_RUN)
+        j = self.submit(
+            "requeued_admin",
+            ["-J", "requeue-admin", OFF_SPECIAL_NODES, "-t", "10"],
+            user="bob",
+            script=SLEEP_FIRST_RUN,
+        )
         self.c.wait_state(j, "RUNNING")
         self.c.run(["scontrol", "requeue", str(j)])
         self.wait_requeued(j, 1)
@@ -222,8 +289,9 @@ class _Driver:
         self.c.wait_state(j, "COMPLETED")
 
     def crash_loop(self) -> None:
-        j = self.submit("crash_loop", ["-J", "crash-loop", OFF_SPECIAL_NODES, "-t", "10"],
-                        script=CRASH_LOOP)
+        j = self.submit(
+            "crash_loop", ["-J", "crash-loop", OFF_SPECIAL_NODES, "-t", "10"], script=CRASH_LOOP
+        )
         for n in range(1, CRASH_LOOP_REQUEUES + 1):
             self.wait_requeued(j, n)
             self.start_now(j)
@@ -266,7 +334,9 @@ def run_scenarios(cluster: SlurmCluster) -> ScenarioRun:
     run.duration_s = round(time.monotonic() - t0, 1)
     if errors:
         raise RuntimeError(
-            "scenario groups failed:\n" + "\n".join(errors)
-            + "\nnode events:\n" + cluster.events(run.sacct_start)
+            "scenario groups failed:\n"
+            + "\n".join(errors)
+            + "\nnode events:\n"
+            + cluster.events(run.sacct_start)
         )
     return run

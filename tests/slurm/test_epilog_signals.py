@@ -72,13 +72,14 @@ max_requeues = 2
 window_minutes = 60
 """)
         self.hook = tmp / "aegis-epilog-site"
-        self.hook.write_text(f"#!/bin/sh\nAEGIS_CBD_CONFIG={self.config}\n"
-                             f'export AEGIS_CBD_CONFIG\nexec /bin/sh {HOOK} "$@"\n')
+        self.hook.write_text(
+            f"#!/bin/sh\nAEGIS_CBD_CONFIG={self.config}\n"
+            f'export AEGIS_CBD_CONFIG\nexec /bin/sh {HOOK} "$@"\n'
+        )
         self.hook.chmod(self.hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
     def records(self, job: int) -> dict[str, dict]:
-        return {r["node"]: r for r in spool.read_records([self.spool])
-                if r["job_id"] == str(job)}
+        return {r["node"]: r for r in spool.read_records([self.spool]) if r["job_id"] == str(job)}
 
 
 @pytest.fixture
@@ -92,8 +93,9 @@ def site(slurm_cluster: SlurmCluster, tmp_path: Path):
 
 
 def _admin_comment(c: SlurmCluster, job: int) -> str:
-    out = c.run(["sacct", "-n", "-P", "-X", "-D", "-j", str(job), "-S", "now-1days",
-                 "-o", "AdminComment"]).stdout.splitlines()
+    out = c.run(
+        ["sacct", "-n", "-P", "-X", "-D", "-j", str(job), "-S", "now-1days", "-o", "AdminComment"]
+    ).stdout.splitlines()
     return out[-1] if out else ""
 
 
@@ -109,7 +111,8 @@ def _wait(pred, timeout: float, what: str):
 
 
 def test_failed_multinode_job_signals_reach_spool_admincomment_store_and_diagnose(
-        slurm_cluster, site):
+    slurm_cluster, site
+):
     c = slurm_cluster
     nodes = ["node1", "node2", "node3", "node4"]
     job = c.submit(["-N4", "-w", "node[1-4]", "--no-requeue", "--wrap", "sleep 2; exit 1"])
@@ -129,22 +132,51 @@ def test_failed_multinode_job_signals_reach_spool_admincomment_store_and_diagnos
     assert all(not r["signals"] for n, r in recs.items() if n != "node3")
 
     # 2. EpilogSlurmctld appended the short tag to AdminComment (sacctmgr on the ended job)
-    comment = _wait(lambda: (a := _admin_comment(c, job)) and "aegis:" in a and a, 60,
-                    "AdminComment tag")
+    comment = _wait(
+        lambda: (a := _admin_comment(c, job)) and "aegis:" in a and a, 60, "AdminComment tag"
+    )
     assert comment == "aegis:v1;hw=node3:xid119", comment
 
     # 3. ingest + signals collect (twice: idempotent) -> the run is a hardware failure
     store = site.tmp / "store"
     day = datetime.now(UTC).date()
     c.wait_accounting_quiet(day.isoformat())
-    proc = subprocess.run([_cli(), "ingest", "--sacct", "--start", day.isoformat(), "--end",
-                           (day + timedelta(days=1)).isoformat(), "--store", str(store),
-                           "--json"], env=c.env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [
+            _cli(),
+            "ingest",
+            "--sacct",
+            "--start",
+            day.isoformat(),
+            "--end",
+            (day + timedelta(days=1)).isoformat(),
+            "--store",
+            str(store),
+            "--json",
+        ],
+        env=c.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     for expect_added in (True, False):
-        proc = subprocess.run([_cli(), "signals", "collect", "--spool", str(site.spool),
-                               "--store", str(store), "--json"],
-                              env=c.env, capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [
+                _cli(),
+                "signals",
+                "collect",
+                "--spool",
+                str(site.spool),
+                "--store",
+                str(store),
+                "--json",
+            ],
+            env=c.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         rep = json.loads(proc.stdout)
         assert (rep["added"] >= 4) if expect_added else (rep["added"], rep["updated"]) == (0, 0)
@@ -152,16 +184,29 @@ def test_failed_multinode_job_signals_reach_spool_admincomment_store_and_diagnos
     row = runs.filter(pl.col("job_id_raw") == job).row(-1, named=True)
     assert row["state"] == "FAILED" and row["infra_failure"]
     assert (row["attribution_source"], row["cause"], row["blamed_nodes"]) == (
-        "node_signal", "xid119", ["node3"])
+        "node_signal",
+        "xid119",
+        ["node3"],
+    )
     assert row["admin_comment"] == "aegis:v1;hw=node3:xid119"
-    proc = subprocess.run([_cli(), "taxonomy", "--store", str(store), "--json"],
-                          env=c.env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [_cli(), "taxonomy", "--store", str(store), "--json"],
+        env=c.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["attribution_sources"]["node_signal"]["FAILED"] >= 1
 
     # 4. diagnose names node3
-    proc = subprocess.run([_cli(), "diagnose", str(job), "--store", str(store), "--json"],
-                          env=c.env, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [_cli(), "diagnose", str(job), "--store", str(store), "--json"],
+        env=c.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     d = json.loads(proc.stdout)
     assert (d["verdict"], d["nodes"], d["job_nodes"]) == ("critical", ["node3"], nodes)
@@ -174,8 +219,13 @@ def test_crash_loop_is_held_after_k_requeues_and_not_before(slurm_cluster, site)
     # MaxBatchRequeue).  The guard allows 2 failed runs per hour and holds on the third.
     job = c.submit(["-N1", "--wrap", "sleep 1; exit 42"])
     for restarts in (1, 2, 3):
-        _wait(lambda r=restarts: c.job_field(job, "Restarts") == str(r)
-              and c.job_field(job, "JobState") == "PENDING", 120, f"requeue {restarts}")
+        _wait(
+            lambda r=restarts: (
+                c.job_field(job, "Restarts") == str(r) and c.job_field(job, "JobState") == "PENDING"
+            ),
+            120,
+            f"requeue {restarts}",
+        )
         if restarts < 3:
             assert c.job_field(job, "Reason") != "JobHeldAdmin"  # below the threshold: untouched
             time.sleep(2.5)  # Slurm revokes credentials of a too-fast restart (testbed notes)
@@ -197,8 +247,11 @@ def test_auto_drain_isolates_the_culprit_with_our_reason(slurm_cluster, site):
     """Off by default; with ``auto_drain = true`` the slurmctld side drains what Algorithm 1
     isolates (through the Prolog's drain rules), and only that node."""
     c = slurm_cluster
-    site.config.write_text(site.config.read_text().replace(
-        "ctld_wait_s = 20.0", "ctld_wait_s = 20.0\nauto_drain = true"))
+    site.config.write_text(
+        site.config.read_text().replace(
+            "ctld_wait_s = 20.0", "ctld_wait_s = 20.0\nauto_drain = true"
+        )
+    )
     job = c.submit(["-N4", "-w", "node[1-4]", "--no-requeue", "--wrap", "sleep 2; exit 1"])
     c.wait_state(job, "FAILED", timeout=90)
 
@@ -221,14 +274,20 @@ def test_node_fail_tags_the_node_that_went_silent(slurm_cluster, site):
     time.sleep(2)
     os.kill(c.slurmd_pid("node6"), signal.SIGKILL)
     c.wait_state(job, "NODE_FAIL", timeout=120)
-    comment = _wait(lambda: (a := _admin_comment(c, job)) and "aegis:" in a and a, 60,
-                    "AdminComment tag")
+    comment = _wait(
+        lambda: (a := _admin_comment(c, job)) and "aegis:" in a and a, 60, "AdminComment tag"
+    )
     assert comment == "aegis:v1;hw=node6:node_fail", comment
     recs = site.records(job)
     assert sorted(recs) == ["node5"]  # node6's slurmd was dead: no Epilog there
     # the analytics now blame node6 (22.05 has no FailedNode field to say so)
-    runs = pl.DataFrame({"state": ["NODE_FAIL"], "nodes": [["node5", "node6"]],
-                         "admin_comment": [comment],
-                         "end_time": [datetime.now(UTC)]})
+    runs = pl.DataFrame(
+        {
+            "state": ["NODE_FAIL"],
+            "nodes": [["node5", "node6"]],
+            "admin_comment": [comment],
+            "end_time": [datetime.now(UTC)],
+        }
+    )
     row = attribute_failures(runs).row(0, named=True)
     assert (row["attribution_source"], row["blamed_nodes"]) == ("admin_comment", ["node6"])

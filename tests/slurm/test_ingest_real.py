@@ -43,9 +43,22 @@ def ingest_cli(cluster: SlurmCluster, run: ScenarioRun, store: Path) -> dict[str
     first = run.start.date()
     last = datetime.now(UTC).date() + timedelta(days=1)  # --end is exclusive
     proc = subprocess.run(
-        [_cli(), "ingest", "--sacct", "--start", first.isoformat(), "--end", last.isoformat(),
-         "--store", str(store), "--json"],
-        env=cluster.env, capture_output=True, text=True, check=False,
+        [
+            _cli(),
+            "ingest",
+            "--sacct",
+            "--start",
+            first.isoformat(),
+            "--end",
+            last.isoformat(),
+            "--store",
+            str(store),
+            "--json",
+        ],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
@@ -201,12 +214,18 @@ def test_gpus_never_double_counted(ingested: Ingested) -> None:
 
     preemptor = one(ingested, "preemptor")
     assert (preemptor["gpus"], preemptor["n_nodes"], preemptor["nodes"]) == (
-        16, 2, ["node3", "node4"])
+        16,
+        2,
+        ["node3", "node4"],
+    )
     assert preemptor["partition"] == "urgent"
 
     cancelled = one(ingested, "preempted_cancel")
     assert (cancelled["gpus"], cancelled["nodes"], cancelled["partition"]) == (
-        8, ["node4"], "scavenger")
+        8,
+        ["node4"],
+        "scavenger",
+    )
 
     cpu_only = one(ingested, "completed")
     assert (cpu_only["gpus"], cpu_only["gpu_types"]) == (0, "")
@@ -245,7 +264,10 @@ def test_array_ids_split(ingested: Ingested) -> None:
     assert rows.get_column("job_id").to_list() == [f"{base}_{i}" for i in range(3)]
     # Task i exits i.
     assert list(rows.select("state", "exit_code").iter_rows()) == [
-        ("COMPLETED", 0), ("FAILED", 1), ("FAILED", 2)]
+        ("COMPLETED", 0),
+        ("FAILED", 1),
+        ("FAILED", 2),
+    ]
     assert rows.get_column("job_id_raw").n_unique() == 3
     assert base in rows.get_column("job_id_raw").to_list()  # one task keeps the base id
     assert rows.get_column("het_job_id").null_count() == 3

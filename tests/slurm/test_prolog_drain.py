@@ -21,17 +21,21 @@ import pytest
 from .conftest import SlurmCluster
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = (REPO / "tests" / "fixtures" / "hostsignals" / "gpud"
-       / "nvidia-smi-query.535.161.08.out.0.valid")
+FIX = (
+    REPO / "tests" / "fixtures" / "hostsignals" / "gpud" / "nvidia-smi-query.535.161.08.out.0.valid"
+)
 PROLOG = REPO / "prolog" / "aegis-prolog"
 
 
 def _broken_dump(path: Path) -> Path:
     parts = FIX.read_text().split("\nGPU 0000")
     del parts[5]  # GPU 4 fell off the bus
-    path.write_text("\nGPU 0000".join(parts).replace(
-        "Attached GPUs                             : 8",
-        "Attached GPUs                             : 7"))
+    path.write_text(
+        "\nGPU 0000".join(parts).replace(
+            "Attached GPUs                             : 8",
+            "Attached GPUs                             : 7",
+        )
+    )
     return path
 
 
@@ -48,48 +52,85 @@ class Site:
         self.config = tmp / "cbd.toml"
         self.state = tmp / "state"
         self.hook = tmp / "aegis-prolog-site"
-        self.hook.write_text(f"#!/bin/sh\nAEGIS_CBD_CONFIG={self.config}\nexport AEGIS_CBD_CONFIG\n"
-                             f'exec /bin/sh {PROLOG} "$@"\n')
+        self.hook.write_text(
+            f"#!/bin/sh\nAEGIS_CBD_CONFIG={self.config}\nexport AEGIS_CBD_CONFIG\n"
+            f'exec /bin/sh {PROLOG} "$@"\n'
+        )
         self.hook.chmod(self.hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
-    def write(self, broken: list[str], *, default_broken: bool = False, share: float = 0.3,
-              resume_after: int = 3, xid: list[str] | None = None) -> None:
+    def write(
+        self,
+        broken: list[str],
+        *,
+        default_broken: bool = False,
+        share: float = 0.3,
+        resume_after: int = 3,
+        xid: list[str] | None = None,
+    ) -> None:
         default = self.broken if default_broken else self.healthy
         lines = [
-            "[runtime]", f'state_dir = "{self.state}"', f'textfile_dir = "{self.tmp}/prom"',
-            "scontrol_timeout_s = 10.0", f"resume_after_passes = {resume_after}",
-            "[guard]", f"max_drained_share = {share}", "max_drained_nodes = 8",
+            "[runtime]",
+            f'state_dir = "{self.state}"',
+            f'textfile_dir = "{self.tmp}/prom"',
+            "scontrol_timeout_s = 10.0",
+            f"resume_after_passes = {resume_after}",
+            "[guard]",
+            f"max_drained_share = {share}",
+            "max_drained_nodes = 8",
             "window_minutes = 60",
-            "[expect]", 'gpus = "slurm"', 'time_sync = "off"',
-            "[probes]", f'nvidia_smi_q = ["cat", "{default}"]',
+            "[expect]",
+            'gpus = "slurm"',
+            'time_sync = "off"',
+            "[probes]",
+            f'nvidia_smi_q = ["cat", "{default}"]',
             f'kernel_log = ["cat", "{self.empty}"]',
         ]
         for node in broken:
-            lines += ["[[nodetype]]", f'match = ["{node}"]',
-                      f'probes = {{ nvidia_smi_q = ["cat", "{self.broken}"] }}']
+            lines += [
+                "[[nodetype]]",
+                f'match = ["{node}"]',
+                f'probes = {{ nvidia_smi_q = ["cat", "{self.broken}"] }}',
+            ]
         for node in xid or []:  # a real XID 79 kmsg record in this node's kernel log
             kmsg = self.tmp / f"kmsg.{node}"
-            kmsg.write_text("4,3990,306764307,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, "
-                            "GPU has fallen off the bus.\n")
-            lines += ["[[nodetype]]", f'match = ["{node}"]',
-                      f'probes = {{ kernel_log = ["cat", "{kmsg}"] }}']
+            kmsg.write_text(
+                "4,3990,306764307,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=0, name=, "
+                "GPU has fallen off the bus.\n"
+            )
+            lines += [
+                "[[nodetype]]",
+                f'match = ["{node}"]',
+                f'probes = {{ kernel_log = ["cat", "{kmsg}"] }}',
+            ]
         self.config.write_text("\n".join(lines) + "\n")
 
     def healthcheck(self, cluster: SlurmCluster, node: str) -> subprocess.CompletedProcess[str]:
         """What slurmd does for HealthCheckProgram: run the hook as root, node name in env."""
-        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURMD_NODENAME": node,
-               "SLURM_CONF": cluster.env["SLURM_CONF"], "AEGIS_MODE": "healthcheck"}
-        return subprocess.run([str(self.hook)], env=env, capture_output=True, text=True,
-                              timeout=60, check=False)
+        env = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "SLURMD_NODENAME": node,
+            "SLURM_CONF": cluster.env["SLURM_CONF"],
+            "AEGIS_MODE": "healthcheck",
+        }
+        return subprocess.run(
+            [str(self.hook)], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
 
-    def prolog(self, cluster: SlurmCluster, node: str,
-               **env: str) -> subprocess.CompletedProcess[str]:
+    def prolog(
+        self, cluster: SlurmCluster, node: str, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         """What slurmd does for Prolog= (job id and context set), without a job."""
-        full = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "SLURMD_NODENAME": node,
-                "SLURM_CONF": cluster.env["SLURM_CONF"], "SLURM_JOB_ID": "999999",
-                "SLURM_SCRIPT_CONTEXT": "prolog_slurmd", **env}
-        return subprocess.run([str(self.hook)], env=full, capture_output=True, text=True,
-                              timeout=60, check=False)
+        full = {
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "SLURMD_NODENAME": node,
+            "SLURM_CONF": cluster.env["SLURM_CONF"],
+            "SLURM_JOB_ID": "999999",
+            "SLURM_SCRIPT_CONTEXT": "prolog_slurmd",
+            **env,
+        }
+        return subprocess.run(
+            [str(self.hook)], env=full, capture_output=True, text=True, timeout=60, check=False
+        )
 
     def last(self, node: str) -> dict:
         return json.loads((self.state / node / "state.json").read_text())
@@ -190,8 +231,9 @@ def test_drain_storm_guard_trips_when_most_nodes_fail(slurm_cluster, site):
     drained = [n for n in c.nodes if "drain" in _node(c, n)[0]]
     assert len(drained) == 2, [(n, _node(c, n)) for n in c.nodes]
     assert all(_node(c, n)[1].startswith("aegis: gpu_count:") for n in drained)
-    tripped = [n for n in c.nodes
-               if site.last(n).get("counters", {}).get("storm_guard_trips", 0) >= 1]
+    tripped = [
+        n for n in c.nodes if site.last(n).get("counters", {}).get("storm_guard_trips", 0) >= 1
+    ]
     assert len(tripped) == 6
     prom = (site.tmp / "prom" / f"aegis_cbd_{tripped[0]}.prom").read_text()
     assert 'aegis_cbd_drain_storm_guard{check="gpu_count"} 1' in prom
@@ -206,8 +248,10 @@ def test_nohold_on_prolog_fail_requeues_without_hold(slurm_cluster, site):
     """The setting docs/cbd.md recommends: the requeued job is not held."""
     c = slurm_cluster
     original = c.conf.read_text()
-    lines = [line + ",nohold_on_prolog_fail" if line.startswith("SchedulerParameters=") else line
-             for line in original.splitlines()]
+    lines = [
+        line + ",nohold_on_prolog_fail" if line.startswith("SchedulerParameters=") else line
+        for line in original.splitlines()
+    ]
     assert any("nohold_on_prolog_fail" in line for line in lines)
     try:
         c.conf.write_text("\n".join(lines) + "\n")
@@ -249,8 +293,15 @@ def test_xid_marked_seen_only_after_its_drain(slurm_cluster, site):
     c = slurm_cluster
     # 2 of 8 already drained by aegis for xid: a third would be 3/8 > 30% -> guard holds
     for n in ("node1", "node2"):
-        c.run(["scontrol", "update", f"nodename={n}", "state=drain",
-               "reason=aegis: xid: Xid 79 on 0000:1b:00"])
+        c.run(
+            [
+                "scontrol",
+                "update",
+                f"nodename={n}",
+                "state=drain",
+                "reason=aegis: xid: Xid 79 on 0000:1b:00",
+            ]
+        )
     site.write(broken=[], xid=["node6"])
     assert site.healthcheck(c, "node6").returncode == 0
     st = site.last("node6")

@@ -28,15 +28,34 @@ def test_report_on_the_real_cluster(
     store = tmp_path / "store"
     ingest_cli(slurm_cluster, scenario_jobs, store)
     events = tmp_path / "events.txt"
-    events.write_text(slurm_cluster.run(
-        ["sacctmgr", "-P", "show", "event", f"Start={scenario_jobs.sacct_start}",
-         "format=Cluster,NodeName,TimeStart,TimeEnd,State,Reason,User,Event"]
-    ).stdout)
+    events.write_text(
+        slurm_cluster.run(
+            [
+                "sacctmgr",
+                "-P",
+                "show",
+                "event",
+                f"Start={scenario_jobs.sacct_start}",
+                "format=Cluster,NodeName,TimeStart,TimeEnd,State,Reason,User,Event",
+            ]
+        ).stdout
+    )
     out = tmp_path / "report"
     proc = subprocess.run(
-        [_cli(), "report", "--store", str(store), "--out", str(out), "--events", str(events),
-         "--json"],
-        capture_output=True, text=True, check=False,
+        [
+            _cli(),
+            "report",
+            "--store",
+            str(store),
+            "--out",
+            str(out),
+            "--events",
+            str(events),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     printed = json.loads(proc.stdout)
@@ -50,8 +69,16 @@ def test_report_on_the_real_cluster(
     assert tax["total_runs"] == ended.height > 0
     states = {r["state"] for r in tax["by_state"]}
     # The scenarios end jobs in all of these (tests/slurm/scenarios.py).
-    assert {"COMPLETED", "FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
-            "CANCELLED", "REQUEUED"} <= states, states
+    assert {
+        "COMPLETED",
+        "FAILED",
+        "TIMEOUT",
+        "OUT_OF_MEMORY",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "CANCELLED",
+        "REQUEUED",
+    } <= states, states
     assert on_disk["summary"]["jobs"] == runs["job_id_raw"].n_unique()
 
     # No job here has more than 128 GPUs: r_f cannot be measured and the page says so.

@@ -24,8 +24,21 @@ from .scenarios import (
 def _sacct(cluster: SlurmCluster, run: ScenarioRun, jobid: int, fields: str) -> list[list[str]]:
     # JobName last: it may contain the delimiter.
     out = cluster.run(
-        ["sacct", "-n", "-P", "-X", "-D", "-j", str(jobid), "-S", run.sacct_start, "-E", "now",
-         "-o", fields]
+        [
+            "sacct",
+            "-n",
+            "-P",
+            "-X",
+            "-D",
+            "-j",
+            str(jobid),
+            "-S",
+            run.sacct_start,
+            "-E",
+            "now",
+            "-o",
+            fields,
+        ]
     ).stdout
     n = fields.count(",")
     return [line.split("|", n) for line in out.splitlines() if line]
@@ -116,12 +129,14 @@ def test_scenarios_reach_their_states_in_sacct(
     assert sorted(runs("array")) == [("COMPLETED", "0:0"), ("FAILED", "1:0"), ("FAILED", "2:0")]
     assert runs("het") == [("COMPLETED", "0:0")] * 2
     assert _sacct(
-        slurm_cluster, scenario_jobs, jobs["completed_step_failed"],
+        slurm_cluster,
+        scenario_jobs,
+        jobs["completed_step_failed"],
         "State,ExitCode,DerivedExitCode",
     ) == [["COMPLETED", "0:0", "3:0"]]
-    assert _sacct(
-        slurm_cluster, scenario_jobs, jobs["comments"], "State,Comment,AdminComment"
-    ) == [["COMPLETED", USER_COMMENT, ADMIN_COMMENT]]
+    assert _sacct(slurm_cluster, scenario_jobs, jobs["comments"], "State,Comment,AdminComment") == [
+        ["COMPLETED", USER_COMMENT, ADMIN_COMMENT]
+    ]
     names = {
         name: _sacct(slurm_cluster, scenario_jobs, jobs[name], "JobName")[0][0]
         for name in ("name_pipe", "name_script")
@@ -147,8 +162,18 @@ def test_comment_flags_reach_sacct(slurm_cluster: SlurmCluster) -> None:
         # EpilogSlurmctld runs after the record is final; poll until its sacctmgr write shows.
         for _ in range(60):
             out = slurm_cluster.run(
-                ["sacct", "-n", "-P", "-X", "-j", str(jobid), "-S", since,
-                 "-o", "AdminComment,Comment"]
+                [
+                    "sacct",
+                    "-n",
+                    "-P",
+                    "-X",
+                    "-j",
+                    str(jobid),
+                    "-S",
+                    since,
+                    "-o",
+                    "AdminComment,Comment",
+                ]
             ).stdout.strip()
             if out.endswith("sacctmgr:epilog_slurmctld:ctld"):
                 break
