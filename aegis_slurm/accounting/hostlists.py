@@ -13,6 +13,8 @@ import threading
 import hostlist
 import polars as pl
 
+from aegis_slurm.errors import InputError
+
 # One top-level host group: text outside brackets, optionally with bracket groups.
 _GROUP = r"[^,\[\]]+(?:\[[^\]]*\][^,\[\]]*)*"
 _SIMPLE_BRACKET = r"^([^\[\]]*)\[([^\]]*)\]$"
@@ -22,7 +24,7 @@ _NO_NODES = ("", "None assigned", "None", "(null)")
 MAX_NODES_PER_LIST = 1_000_000
 
 
-class HostlistError(ValueError):
+class HostlistError(InputError, ValueError):
     """A node list that is not valid hostlist syntax."""
 
 

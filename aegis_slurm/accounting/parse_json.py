@@ -12,8 +12,10 @@ from typing import Any
 
 import polars as pl
 
+from aegis_slurm.errors import InputError
 
-class JsonExportError(ValueError):
+
+class JsonExportError(InputError, ValueError):
     """The document is not a sacct --json export."""
 
 

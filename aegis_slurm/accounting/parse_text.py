@@ -33,13 +33,14 @@ from aegis_slurm.accounting.fields import (
     KNOWN_FIELDS,
     canonical_field,
 )
+from aegis_slurm.errors import InputError
 
 _LINE_COLUMN = "line"
 #: Most stray delimiters one record may hold before we stop trying to place them.
 _MAX_SURPLUS = 4
 
 
-class ExportFormatError(ValueError):
+class ExportFormatError(InputError, ValueError):
     """The whole file cannot be read as a sacct export (no header, unknown delimiter, ...)."""
 
 

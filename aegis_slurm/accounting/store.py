@@ -28,6 +28,7 @@ from typing import Any
 import polars as pl
 
 from aegis_slurm.accounting.schema import RUN_SCHEMA, SCHEMA_VERSION, empty_runs
+from aegis_slurm.errors import AegisError
 
 KEY = ("cluster", "job_id", "submit_time")
 _INGESTED = "_ingested_at"
@@ -45,7 +46,7 @@ _EMPTY_AS_NULL = [
 ]
 
 
-class StoreError(RuntimeError):
+class StoreError(AegisError, RuntimeError):
     """The store is unusable (unknown schema version, unreadable)."""
 
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import click
 
 from aegis_slurm import __version__
+from aegis_slurm.errors import EXIT_ERROR, AegisError
 
 #: command name -> "module:attribute" of a click.Command
 COMMANDS: dict[str, str] = {
@@ -57,6 +59,48 @@ class LazyGroup(click.Group):
         module_name, attr = target.split(":")
         os.environ.setdefault(*_POLARS_ALLOCATOR)
         return getattr(importlib.import_module(module_name), attr)
+
+    def invoke(self, ctx: click.Context) -> object:
+        """Run the subcommand; map every error to one line on stderr and a documented exit code.
+
+        click's own exceptions (usage errors: exit 2) and ``SystemExit`` pass through unchanged.
+        ``AEGIS_DEBUG=1`` re-raises instead, so a bug report can carry the traceback.
+        """
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if os.environ.get("AEGIS_DEBUG") == "1":
+                raise
+            message, code = describe_error(exc)
+            click.echo(f"aegis-slurm: error: {message}", err=True)
+            ctx.exit(code)
+
+
+def describe_error(exc: BaseException) -> tuple[str, int]:
+    """The one-line message and exit code for an exception reaching the CLI."""
+    if isinstance(exc, AegisError):
+        return _one_line(str(exc)), exc.exit_code
+    if isinstance(exc, BrokenPipeError):
+        # `aegis-slurm ... | head`: the reader left; nothing more to say.
+        sys.stderr.close()
+        return "output pipe closed", EXIT_ERROR
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _one_line(f"{exc.strerror or exc}{where}"), EXIT_ERROR
+    return (
+        _one_line(
+            f"internal error ({type(exc).__name__}: {exc}); this is a bug in aegis-slurm, "
+            "please report it with the output of the same command run with AEGIS_DEBUG=1"
+        ),
+        EXIT_ERROR,
+    )
+
+
+def _one_line(text: str, limit: int = 500) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
