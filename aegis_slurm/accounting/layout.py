@@ -1,0 +1,136 @@
+"""How a text export is laid out: field names, delimiter, trailing delimiter, header.
+
+``detect_layout`` reads the first line (and, for a headerless export, the field list given with
+``--fields``); ``starts_record`` says whether a line can be the first line of a record, which
+both the piece cutter and the repairs rely on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from aegis_slurm.accounting.fields import (
+    CHECKED_FIELDS,
+    FREE_TEXT_FIELDS,
+    KNOWN_FIELDS,
+    canonical_field,
+)
+from aegis_slurm.errors import InputError
+
+
+class ExportFormatError(InputError, ValueError):
+    """The whole file cannot be read as a sacct export (no header, unknown delimiter, ...)."""
+
+
+@dataclass
+class SplitResult:
+    """Raw string fields of every readable record, plus the account of everything else."""
+
+    fields: list[str]  # canonical sacct field names, in file order (duplicates kept)
+    records: pl.DataFrame  # one String column per distinct field, plus "_line" (1-based)
+    rows_read: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    recovered: Counter[str] = field(default_factory=Counter)
+    rejected_samples: list[dict[str, object]] = field(default_factory=list)
+
+    def reject(self, reason: str, line_no: int, text: str) -> None:
+        self.rejected[reason] += 1
+        if len(self.rejected_samples) < 10_000:  # keep evidence, bounded
+            self.rejected_samples.append({"line": line_no, "reason": reason, "text": text[:2000]})
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How records are laid out in a text export."""
+
+    fields: tuple[str, ...]
+    delimiter: str
+    trailing: bool  # --parsable: every record ends with the delimiter
+    has_header: bool
+
+
+def detect_layout(
+    first_line: str,
+    fields: Sequence[str] | None = None,
+    delimiter: str | None = None,
+    trailing: bool | None = None,
+) -> Layout:
+    """Work out field names, delimiter and trailing-delimiter mode from the first line.
+
+    A header is recognised when its first token is a sacct field name.  Without a header the
+    caller must name the fields (``--fields``), as sacct's ``--noheader`` output carries none.
+    """
+    first = first_line.rstrip("\r\n")
+    match = re.match(r"([A-Za-z][A-Za-z0-9]*)([^A-Za-z0-9]+)[A-Za-z]", first)
+    header_like = match is not None and canonical_field(match.group(1)) in KNOWN_FIELDS
+    if header_like and fields is None:
+        delim = delimiter or match.group(2)  # type: ignore[union-attr]
+        names = first.split(delim)
+        trailing = names[-1] == ""
+        if trailing:
+            names = names[:-1]
+        return Layout(tuple(canonical_field(n) for n in names), delim, trailing, True)
+    if fields is None:
+        raise ExportFormatError(
+            "no header line: the first line does not start with a sacct field name; "
+            "pass the field list used with sacct --format (--fields)"
+        )
+    names = tuple(canonical_field(f) for f in fields)
+    delim = delimiter or _guess_delimiter(first, len(names))
+    if header_like and first.split(delim)[: len(names)] == [f for f in fields][: len(names)]:
+        has_header = True
+    else:
+        has_header = header_like and canonical_field(first.split(delim)[0]) == names[0]
+    if trailing is None:
+        trailing = first.endswith(delim) and first.count(delim) == len(names)
+    return Layout(names, delim, trailing, has_header)
+
+
+#: Delimiters seen in the wild (slurm2sql ``;|;``, reportseff ``^|^``, gcm ``|#``), longest first.
+_KNOWN_DELIMITERS = (";|;", "^|^", "|#", "|")
+
+
+def _guess_delimiter(line: str, n_fields: int) -> str:
+    """The known delimiter that splits ``line`` into ``n_fields`` (trailing delimiter allowed)."""
+    for candidate in _KNOWN_DELIMITERS:
+        if line.count(candidate) == n_fields - 1 or (
+            line.count(candidate) == n_fields and line.endswith(candidate)
+        ):
+            return candidate
+    return "|"
+
+
+def unique_columns(names: Sequence[str]) -> list[str]:
+    """Column names for the split frame; a repeated field (gcm appends End) gets a suffix."""
+    seen: Counter[str] = Counter()
+    out = []
+    for name in names:
+        out.append(name if not seen[name] else f"{name}__{seen[name]}")
+        seen[name] += 1
+    return out
+
+
+def starts_record(text: str, layout: Layout, validate: Callable[[dict[str, str]], bool]) -> bool:
+    """Could this line be the first line of a record (rather than the rest of a free-text field)?
+
+    When checked fields (ids, state, times, counts) come before the first free-text field, those
+    decide, whatever the free text holds.  Otherwise (gcm puts Account and AdminComment first)
+    every field of the line is checked in place, which a continuation line almost never passes.
+    """
+    names = list(layout.fields)
+    parts = text.split(layout.delimiter)
+    if parts == [""]:
+        return False
+    fixed = next((k for k, n in enumerate(names) if n in FREE_TEXT_FIELDS), len(names))
+    if CHECKED_FIELDS.intersection(names[:fixed]):
+        if len(parts) < min(fixed, 2):
+            return False
+        return validate(dict(zip(names[:fixed], parts[:fixed], strict=False)))
+    if len(parts) > len(names):
+        return False
+    return validate(dict(zip(names, parts, strict=False)))
