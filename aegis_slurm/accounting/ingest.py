@@ -109,6 +109,7 @@ def parse_export(
     called after each piece.
     """
     stream = io.BytesIO(data) if isinstance(data, bytes | bytearray) else data
+    stream, _ = readable_export(stream)
     report = IngestReport(sources=[source])
     rejected_rows: list[dict[str, Any]] = []
     typed: list[pl.DataFrame] = []
@@ -119,7 +120,9 @@ def parse_export(
         records, n_jobs = parse_json_export(stream.read())
         report.rows_read = n_jobs
         if records.height < n_jobs:
-            report.rejected_by_reason["JSON job entry is not an object"] += n_jobs - records.height
+            report.rejected_by_reason["JSON job entry is not an object of the expected shape"] += (
+                n_jobs - records.height
+            )
         runs = _convert_into(records, report, rejected_rows, convert_options)
         if sink is None:
             typed.append(runs)
@@ -218,15 +221,63 @@ def _text_layout(
     """The export's text layout, ``_JSON`` for ``sacct --json`` output, None when it is empty."""
     head = stream.read(1 << 16)
     stream.seek(0)
-    if head.lstrip()[:1] == b"{":
+    if head.lstrip()[:1] in (b"{", b"["):
         return _JSON
     if not head.strip():
         return None
-    first_line = stream.readline().decode("utf-8", errors="replace")
-    stream.seek(0)
-    layout = detect_layout(first_line, fields=fields, delimiter=delimiter, trailing=trailing)
+    lines = head.decode("utf-8", errors="replace").split("\n")
+    if len(head) == 1 << 16 and len(lines) > 1:
+        lines.pop()  # cut short by the read
+    layout = detect_layout(
+        lines[0], fields=fields, delimiter=delimiter, trailing=trailing, sample=lines[1:50]
+    )
     _check_required(layout.fields)
     return layout
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def readable_export(stream: BinaryIO) -> tuple[BinaryIO, bool]:
+    """A seekable UTF-8 stream with ``\\n`` line ends for ``stream``; True when it is ``stream``.
+
+    sacct writes UTF-8 with ``\\n``, and that is read as it is, piece by piece.  Anything else is
+    read whole and converted: a pipe or FIFO (``<(sacct ...)``, cannot be read twice), a byte
+    order mark or UTF-16 (an export saved by an editor or PowerShell), bare CR line ends.
+    """
+    if not stream.seekable():
+        return _converted(stream.read()), False
+    head = stream.read(1 << 16)
+    stream.seek(0)
+    if head.startswith((_UTF8_BOM, b"\xff\xfe", b"\xfe\xff")) or _looks_utf16(head):
+        return _converted(stream.read()), False
+    if b"\r" in head and b"\n" not in head.rstrip(b"\r\n"):
+        return _converted(stream.read()), False
+    return stream, True
+
+
+def _looks_utf16(head: bytes) -> bool:
+    """UTF-16 without a byte order mark: every other byte of ASCII text is NUL."""
+    sample = head[:4096]
+    return len(sample) >= 4 and max(sample[0::2].count(0), sample[1::2].count(0)) * 4 > len(sample)
+
+
+def _converted(data: bytes) -> io.BytesIO:
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    elif data.startswith((b"\xff\xfe", b"\xfe\xff")) or _looks_utf16(data):
+        encoding = (
+            "utf-16"
+            if data.startswith((b"\xff\xfe", b"\xfe\xff"))
+            else ("utf-16-le" if data[1:2] == b"\x00" else "utf-16-be")
+        )
+        try:
+            data = data.decode(encoding).encode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ExportFormatError(f"looks like UTF-16 but is not valid UTF-16: {exc}") from exc
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return io.BytesIO(data)
 
 
 def _finish_piece(
@@ -400,18 +451,19 @@ def ingest_files(
                 "hostlist_cache": hostlist_cache,
             }
             parsed = None
-            with open(path, "rb") as stream:
+            with open(path, "rb") as raw:
+                stream, as_is = readable_export(raw)
                 layout = _text_layout(stream, fields=fields, delimiter=delimiter, trailing=None)
-            if layout not in (None, _JSON) and can_stream(path, layout):
-                savepoint = writer.savepoint()
-                try:
-                    parsed = parse_clean_file(path, layout, **options)
-                except NotClean as why:
-                    writer.rollback(savepoint)
-                    if progress:
-                        progress(f"{path}: {why}; reading it line by line")
-            if parsed is None:
-                with open(path, "rb") as stream:
+                if as_is and layout not in (None, _JSON) and can_stream(path, layout):
+                    savepoint = writer.savepoint()
+                    try:
+                        parsed = parse_clean_file(path, layout, **options)
+                    except NotClean as why:
+                        writer.rollback(savepoint)
+                        if progress:
+                            progress(f"{path}: {why}; reading it line by line")
+                if parsed is None:
+                    stream.seek(0)
                     parsed = parse_export(stream, fields=fields, delimiter=delimiter, **options)
             total.add(parsed.report)
             rejected.extend(parsed.rejected_rows)

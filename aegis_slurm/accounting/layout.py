@@ -59,11 +59,14 @@ def detect_layout(
     fields: Sequence[str] | None = None,
     delimiter: str | None = None,
     trailing: bool | None = None,
+    sample: Sequence[str] = (),
 ) -> Layout:
     """Work out field names, delimiter and trailing-delimiter mode from the first line.
 
     A header is recognised when its first token is a sacct field name.  Without a header the
-    caller must name the fields (``--fields``), as sacct's ``--noheader`` output carries none.
+    caller must name the fields (``--fields``), as sacct's ``--noheader`` output carries none;
+    the delimiter is then the one that splits the first lines (``sample``: the lines after the
+    first) into that many fields, or the file is refused.
     """
     first = first_line.rstrip("\r\n")
     match = re.match(r"([A-Za-z][A-Za-z0-9]*)([^A-Za-z0-9]+)[A-Za-z]", first)
@@ -74,14 +77,17 @@ def detect_layout(
         trailing = names[-1] == ""
         if trailing:
             names = names[:-1]
-        return Layout(tuple(canonical_field(n) for n in names), delim, trailing, True)
+        return Layout(tuple(_column_name(n) for n in names), delim, trailing, True)
     if fields is None:
         raise ExportFormatError(
             "no header line: the first line does not start with a sacct field name; "
             "pass the field list used with sacct --format (--fields)"
         )
-    names = tuple(canonical_field(f) for f in fields)
-    delim = delimiter or _guess_delimiter(first, len(names))
+    if delimiter == "":
+        raise ExportFormatError("the delimiter is empty; pass the one given to sacct --delimiter")
+    names = tuple(_column_name(f) for f in fields)
+    lines = [first, *(line.rstrip("\r\n") for line in sample)]
+    delim = delimiter or _guess_delimiter([line for line in lines if line.strip()], len(names))
     if header_like and first.split(delim)[: len(names)] == [f for f in fields][: len(names)]:
         has_header = True
     else:
@@ -91,18 +97,52 @@ def detect_layout(
     return Layout(names, delim, trailing, has_header)
 
 
+def _column_name(name: str) -> str:
+    """The canonical field name; a name of ours (``_line``...) in a header cannot shadow ours."""
+    name = canonical_field(name)
+    return f"unknown:{name}" if name.startswith("_") else name
+
+
 #: Delimiters seen in the wild (slurm2sql ``;|;``, reportseff ``^|^``, gcm ``|#``), longest first.
 _KNOWN_DELIMITERS = (";|;", "^|^", "|#", "|")
+#: Characters that occur inside sacct values (times, TRES, node lists, states): never a delimiter.
+_NOT_DELIMITERS = frozenset("-_:./+[]()=, '\"*%@")
 
 
-def _guess_delimiter(line: str, n_fields: int) -> str:
-    """The known delimiter that splits ``line`` into ``n_fields`` (trailing delimiter allowed)."""
+def _guess_delimiter(lines: Sequence[str], n_fields: int) -> str:
+    """The delimiter that splits most of ``lines`` into ``n_fields`` (trailing one allowed).
+
+    Known delimiters first; otherwise any one character (a tab, ``☃``) that does so.  More
+    than one candidate, or none, is refused: a wrong guess would reject every record.
+    """
+
+    def fits(candidate: str) -> bool:
+        good = sum(
+            line.count(candidate) == n_fields - 1
+            or (line.count(candidate) == n_fields and line.endswith(candidate))
+            for line in lines
+        )
+        return good * 2 > len(lines)
+
+    if not lines:
+        return "|"
     for candidate in _KNOWN_DELIMITERS:
-        if line.count(candidate) == n_fields - 1 or (
-            line.count(candidate) == n_fields and line.endswith(candidate)
-        ):
+        if fits(candidate):
             return candidate
-    return "|"
+    if n_fields > 1:
+        chars = {c for c in lines[0] if not c.isalnum() and c not in _NOT_DELIMITERS}
+        found = sorted(c for c in chars if fits(c))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ExportFormatError(
+                f"cannot tell the delimiter: {' or '.join(map(repr, found))} both split the "
+                f"lines into {n_fields} fields; pass --delimiter"
+            )
+    raise ExportFormatError(
+        f"cannot tell the delimiter: no character splits the first lines into the {n_fields} "
+        "fields given with --fields; pass --delimiter (and check --fields)"
+    )
 
 
 def unique_columns(names: Sequence[str]) -> list[str]:

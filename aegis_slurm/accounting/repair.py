@@ -14,6 +14,7 @@ Anything else is rejected with a reason.  Nothing is dropped silently.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from itertools import combinations_with_replacement
@@ -26,6 +27,13 @@ from aegis_slurm.accounting.pieces import LINE_COLUMN as _LINE_COLUMN
 
 #: Most stray delimiters one record may hold before we stop trying to place them.
 _MAX_SURPLUS = 4
+#: Most lines one free-text value may continue on: a longer run of delimiter-free lines is not
+#: a job name or comment but something else (another export, a log) and is rejected line by line.
+MAX_CONTINUATION_LINES = 64
+#: Lines a Slurm command prints on stderr (``sacct ... 2>&1``): never part of a record.
+_SLURM_MESSAGE = re.compile(r"^(?:sacct|sacctmgr|squeue|scontrol|slurm\w*|srun|sbatch): ")
+#: Other delimiters: a line they split into a full record belongs to another export.
+_OTHER_DELIMITERS = (";|;", "^|^", "|#", "|", "\t")
 
 
 def split_records(
@@ -136,9 +144,21 @@ def _repair(
     def can_start(text: str) -> bool:
         return starts_record(text, layout, validate)
 
+    implausible, blank = _not_continuations(rows, layout, tail_may_continue)
     i = 0
     while i < len(rows):
         line_no, text = rows[i]
+        if line_no in blank:  # whitespace after a record (a file's last line): not a record
+            previous_line = line_no
+            i += 1
+            continue
+        if line_no in implausible:
+            result.rows_read += 1
+            result.reject(implausible[line_no], line_no, text)
+            open_record = None
+            previous_line = line_no
+            i += 1
+            continue
         if previous_line and line_no - 1 > previous_line:
             open_record = None  # good lines came in between
         if (
@@ -194,6 +214,9 @@ def _repair(
             (count < expected or layout.trailing)
             and j < len(rows)
             and rows[j][0] == rows[j - 1][0] + 1
+            and j - i < MAX_CONTINUATION_LINES
+            and rows[j][0] not in implausible
+            and rows[j][0] not in blank
             and not can_start(rows[j][1])
         ):
             parts.append(rows[j][1])
@@ -279,3 +302,52 @@ def _absorb_delimiters(
             if len(candidates) > 1:
                 return None
     return candidates[0] if candidates else None
+
+
+def _not_continuations(
+    rows: list[tuple[int, str]], layout: Layout, tail_may_continue: bool
+) -> tuple[dict[int, str], set[int]]:
+    """Broken lines that cannot be the rest of a free-text field (with why), and blank ones.
+
+    A continuation must be plausible: a message from a Slurm command, a line that is a whole
+    record under another delimiter, or one of more than ``MAX_CONTINUATION_LINES`` delimiter-free
+    lines in a row is rejected on its own.  Whitespace-only lines that end a run of broken lines
+    (nothing but good records or the end of the file follows) are blank, not part of a record,
+    unless the last field is free text that may end in them (kept byte for byte).
+    """
+    delim = layout.delimiter
+    n_fields = len(layout.fields)
+    implausible: dict[int, str] = {}
+    blank: set[int] = set()
+    run: list[tuple[int, str]] = []
+
+    def close_run() -> None:
+        while not tail_may_continue and run and not run[-1][1].strip() and delim not in run[-1][1]:
+            blank.add(run.pop()[0])
+        free = [line_no for line_no, text in run if delim not in text]
+        if len(free) > MAX_CONTINUATION_LINES:
+            reason = (
+                f"line without a delimiter, one of more than {MAX_CONTINUATION_LINES} in a row "
+                "(not the rest of a free-text field)"
+            )
+            implausible.update(dict.fromkeys(free, reason))
+        run.clear()
+
+    for line_no, text in rows:
+        if run and line_no != run[-1][0] + 1:
+            close_run()
+        run.append((line_no, text))
+        if delim in text:
+            continue
+        if _SLURM_MESSAGE.match(text):
+            implausible[line_no] = "a message from a Slurm command, not a record"
+        elif any(
+            n_fields > 3
+            and other != delim
+            and other not in delim
+            and text.count(other) in (n_fields - 1, n_fields)
+            for other in _OTHER_DELIMITERS
+        ):
+            implausible[line_no] = "a record with another delimiter (two exports concatenated?)"
+    close_run()
+    return implausible, blank
