@@ -6,6 +6,7 @@ rule names the rejection reason; steps are counted as skipped, not rejected.
 
 from __future__ import annotations
 
+import zoneinfo
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ import polars as pl
 from aegis_slurm.accounting.fields import TIME_FIELDS
 from aegis_slurm.accounting.hostlists import HostlistCache, expand_series
 from aegis_slurm.accounting.schema import ENDED_STATES, RUN_SCHEMA, STATES
+from aegis_slurm.errors import InputError
 
 #: Earliest believable timestamp and the first unbelievable one (Slurm prints 0/INFINITE as
 #: Unknown): years 1995 to 2100.
@@ -24,6 +26,14 @@ _TOO_LATE = datetime(2101, 1, 1, tzinfo=UTC)
 _DURATION = r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$"
 _JOBID = r"^(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\+(\d+))?$"
 _NULL_TOKENS = ("", "Unknown", "None", "(null)")
+#: Sane bounds: a value past them is a corrupt record, not a job (analytics would believe it).
+MAX_ELAPSED_S = 10 * 365 * 86400  # ten years of run time
+MAX_TIMELIMIT_S = 100 * 365 * 86400  # a time limit of a century is a wrapped counter
+MAX_NODES = 1_000_000  # more nodes than any cluster has
+MAX_GPUS = 1_048_576
+#: ElapsedRaw may be shorter than End - Start (suspended time) but longer only by an hour (an
+#: export read without --tz across a daylight-saving change) plus rounding.
+_ELAPSED_SLACK_S = 3600 + 60
 
 
 @dataclass
@@ -47,6 +57,7 @@ def convert(
     Pass one ``hostlist_cache`` to every piece of an export so each node list is expanded once.
     """
     present = set(records.columns)
+    check_time_zone(source_tz)
 
     def raw(name: str) -> pl.Expr:
         # No strip: parsable output is unpadded, and stripping copies every string.
@@ -128,6 +139,9 @@ def convert(
         "_tres",
         _gpus(pl.col("_tres")).alias("gpus"),
         pl.col("_tres")
+        .str.contains(r"(?:^|,)gres/gpu(?::[^=,]+)?=(?:-|\d{13})")
+        .alias("_bad_gpus"),
+        pl.col("_tres")
         .str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=")
         .list.eval(pl.element().str.extract(r"gres/gpu:([^=,]+)=", 1))
         .list.unique()
@@ -136,9 +150,11 @@ def convert(
         .alias("gpu_types"),
         pl.col("_tres")
         .str.extract(r"(?:^|,)node=(\d+)", 1)
-        .cast(pl.Int32, strict=False)
+        .cast(pl.Int64, strict=False)
         .alias("_tres_nodes"),
     )
+    if "AllocTRES" not in present:  # unknown, not zero: analytics must not count it as 0 GPUs
+        frame = frame.with_columns(pl.lit(None, pl.Int64).alias("gpus"))
     elapsed_parts = text("Elapsed").str.extract_groups(_DURATION)
     limit_parts = text("Timelimit").str.extract_groups(_DURATION)
     frame = frame.with_columns(
@@ -148,7 +164,7 @@ def convert(
             (pl.col("end_time") - pl.col("start_time")).dt.total_seconds(),
         ).alias("elapsed_s"),
         pl.coalesce(
-            raw("TimelimitRaw").cast(pl.Int64, strict=False) * 60,
+            _minutes_to_seconds(raw("TimelimitRaw").cast(pl.Int64, strict=False)),
             _duration_seconds(limit_parts),
         ).alias("timelimit_s"),
         text("NodeList").alias("_nodelist_raw"),
@@ -164,10 +180,13 @@ def convert(
     )
     frame = frame.with_columns(
         pl.coalesce(
-            raw("NNodes").cast(pl.Int32, strict=False),
-            raw("AllocNodes").cast(pl.Int32, strict=False),
+            raw("NNodes").cast(pl.Int64, strict=False),
+            raw("AllocNodes").cast(pl.Int64, strict=False),
             pl.col("_tres_nodes"),
-            pl.col("nodes").list.len().cast(pl.Int32),
+            # Only a NodeList the export has says how many; without one the count is unknown.
+            pl.col("nodes").list.len().cast(pl.Int64)
+            if "NodeList" in present
+            else pl.lit(None, pl.Int64),
         ).alias("n_nodes"),
     )
 
@@ -268,6 +287,8 @@ def _parse_times(
         iso_parsed.append(iso.alias(f"{name.lower()}_time"))
         null_tokens.append((value.is_null() | value.is_in(_NULL_TOKENS)).alias(f"_null_{name}"))
     frame = frame.with_columns(*iso_parsed, *null_tokens)
+    if source_tz != "UTC" and {"Start", "End"} <= present:
+        frame = _resolve_repeated_hour(frame, present, raw, source_tz)
     unread = {
         name: ~pl.col(f"_null_{name}") & pl.col(f"{name.lower()}_time").is_null()
         for name in TIME_FIELDS
@@ -294,6 +315,79 @@ def _parse_times(
     return frame.with_columns(unread[name].alias(f"_bad_{name}") for name in TIME_FIELDS)
 
 
+def _resolve_repeated_hour(
+    frame: pl.DataFrame, present: set[str], raw: Callable[[str], pl.Expr], source_tz: str
+) -> pl.DataFrame:
+    """Read a Start or End inside a daylight-saving fall-back hour as the run's length says.
+
+    Local times in the repeated hour name two instants.  Of the (at most four) readings of
+    Start and End, the one whose span agrees best with ElapsedRaw (or Elapsed) wins; without
+    either, the earliest reading that does not end before it starts.
+    """
+
+    def latest(name: str) -> pl.Expr:
+        parsed = raw(name).str.strptime(
+            pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False, cache=False
+        )
+        return parsed.dt.replace_time_zone(
+            source_tz, ambiguous="latest", non_existent="null"
+        ).dt.convert_time_zone("UTC")
+
+    elapsed = [raw("ElapsedRaw").cast(pl.Int64, strict=False)] if "ElapsedRaw" in present else []
+    if "Elapsed" in present:
+        elapsed.append(_duration_seconds(raw("Elapsed").str.extract_groups(_DURATION)))
+    frame = frame.with_columns(
+        pl.coalesce(latest("Start"), "start_time").alias("_start_late"),
+        pl.coalesce(latest("End"), "end_time").alias("_end_late"),
+        (pl.coalesce(elapsed) if elapsed else pl.lit(None, pl.Int64)).alias("_elapsed_hint"),
+    )
+    readings = [
+        (pl.col(start), pl.col(end))
+        for start in ("start_time", "_start_late")
+        for end in ("end_time", "_end_late")
+    ]
+
+    def score(start: pl.Expr, end: pl.Expr) -> pl.Expr:
+        span = (end - start).dt.total_seconds()
+        return (
+            pl.when(span < 0)
+            .then(pl.lit(1 << 40))
+            .otherwise((span - pl.col("_elapsed_hint")).abs().fill_null(0))
+        )
+
+    scores = [score(start, end).alias(f"_score{k}") for k, (start, end) in enumerate(readings)]
+    frame = frame.with_columns(scores)
+    best = pl.min_horizontal(pl.col(f"_score{k}") for k in range(len(readings)))
+    chosen_start = pl.when(pl.col("_score0") == best).then(readings[0][0])
+    chosen_end = pl.when(pl.col("_score0") == best).then(readings[0][1])
+    for k, (start, end) in enumerate(readings[1:], start=1):
+        chosen_start = chosen_start.when(pl.col(f"_score{k}") == best).then(start)
+        chosen_end = chosen_end.when(pl.col(f"_score{k}") == best).then(end)
+    return frame.with_columns(
+        chosen_start.otherwise(pl.col("start_time")).alias("start_time"),
+        chosen_end.otherwise(pl.col("end_time")).alias("end_time"),
+    ).drop("_start_late", "_end_late", "_elapsed_hint", *(f"_score{k}" for k in range(4)))
+
+
+def _minutes_to_seconds(minutes: pl.Expr) -> pl.Expr:
+    """Minutes -> seconds; a count past the bound stays past it instead of wrapping around."""
+    return (
+        pl.when(minutes.abs() > MAX_TIMELIMIT_S // 60)
+        .then(minutes.sign() * (MAX_TIMELIMIT_S + 1))
+        .otherwise(minutes * 60)
+    )
+
+
+def check_time_zone(name: str) -> None:
+    """Raise ``InputError`` unless ``name`` is a time zone (``--tz Europe/Berlin``)."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError) as exc:
+        raise InputError(
+            f"unknown time zone {name!r}: give an IANA name such as UTC or Europe/Berlin"
+        ) from exc
+
+
 def _duration_seconds(parts: pl.Expr) -> pl.Expr:
     """``[D-][HH:]MM:SS[.frac]`` groups -> seconds (null when the text did not match)."""
     days = parts.struct.field("1").cast(pl.Int64, strict=False).fill_null(0)
@@ -309,13 +403,17 @@ def _gpus(alloc_tres: pl.Expr) -> pl.Expr:
     Never both: ``gres/gpu:h100=32,gres/gpu=32`` is 32 GPUs.  The pattern is anchored so usage
     TRES such as ``gres/gpumem`` or ``gres/gpuutil`` never match (analytics-spec §6).
     """
-    untyped = alloc_tres.str.extract(r"(?:^|,)gres/gpu=(\d+)", 1).cast(pl.Int64, strict=False)
+    # At most 12 digits: a longer count cannot be a GPU count (and would overflow the sum).
+    untyped = alloc_tres.str.extract(r"(?:^|,)gres/gpu=(\d{1,12})(?:,|$)", 1).cast(
+        pl.Int64, strict=False
+    )
     typed = (
-        alloc_tres.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d+")
-        .list.eval(pl.element().str.extract(r"=(\d+)$", 1).cast(pl.Int64))
+        alloc_tres.str.extract_all(r"(?:^|,)gres/gpu:[^=,]+=\d{1,12}(?:,|$)")
+        .list.eval(pl.element().str.extract(r"=(\d+),?$", 1).cast(pl.Int64, strict=False))
         .list.sum()
     )
-    return pl.coalesce(untyped, typed, pl.lit(0)).cast(pl.Int32)
+    # Int64 and non-strict: an absurd count is rejected by a rule, never a crash of the ingest.
+    return pl.coalesce(untyped, typed, pl.lit(0, pl.Int64))
 
 
 def _rejection_rules(present: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
@@ -373,6 +471,21 @@ def _rejection_rules(present: set[str]) -> list[tuple[pl.Expr, pl.Expr]]:
             pl.lit("malformed NNodes"),
         ),
         (pl.col("_bad_nodelist"), pl.lit("malformed NodeList")),
+        (pl.col("elapsed_s") < 0, pl.lit("negative ElapsedRaw")),
+        (pl.col("elapsed_s") > MAX_ELAPSED_S, pl.lit("implausible ElapsedRaw (over ten years)")),
+        (
+            pl.col("elapsed_s")
+            > (pl.col("end_time") - pl.col("start_time")).dt.total_seconds() + _ELAPSED_SLACK_S,
+            pl.lit("ElapsedRaw longer than End - Start"),
+        ),
+        (pl.col("timelimit_s") < 0, pl.lit("negative TimelimitRaw")),
+        (pl.col("timelimit_s") > MAX_TIMELIMIT_S, pl.lit("implausible TimelimitRaw")),
+        (pl.col("n_nodes") < 0, pl.lit("negative NNodes")),
+        (pl.col("n_nodes") > MAX_NODES, pl.lit("implausible NNodes")),
+        (
+            pl.col("_bad_gpus") | (pl.col("gpus") > MAX_GPUS),
+            pl.lit("implausible GPU count in AllocTRES"),
+        ),
     ]
     return [(condition.fill_null(False), why) for condition, why in rules]
 

@@ -8,6 +8,7 @@ Equivalence with python-hostlist is property-tested.
 
 from __future__ import annotations
 
+import re
 import threading
 
 import hostlist
@@ -20,8 +21,10 @@ _GROUP = r"[^,\[\]]+(?:\[[^\]]*\][^,\[\]]*)*"
 _SIMPLE_BRACKET = r"^([^\[\]]*)\[([^\]]*)\]$"
 _RANGE_ITEM = r"^(\d+)(?:-(\d+))?$"
 _NO_NODES = ("", "None assigned", "None", "(null)")
-#: Refuse absurd ranges ("node[0-99999999]") instead of exhausting memory.
-MAX_NODES_PER_LIST = 1_000_000
+#: Refuse absurd lists ("node[0-99999999]", or forty ranges of 25,000) instead of exhausting
+#: memory: the bound is on the whole expanded list, not on each range.  No Slurm cluster has
+#: this many nodes.
+MAX_NODES_PER_LIST = 100_000
 
 
 class HostlistError(InputError, ValueError):
@@ -118,11 +121,22 @@ def expansion_table(distinct: pl.Series) -> pl.DataFrame:
             pl.col("lo_s").str.len_chars().alias("width"),
         )
     )
-    bad_items = items.filter(
-        pl.col("lo").is_null()
-        | pl.col("hi").is_null()
-        | (pl.col("hi") < pl.col("lo"))
-        | ((pl.col("hi") - pl.col("lo")) >= MAX_NODES_PER_LIST)
+    oversized = (
+        items.group_by("u")
+        .agg((pl.col("hi") - pl.col("lo") + 1).clip(lower_bound=0).sum().alias("total"))
+        .filter(pl.col("total") > MAX_NODES_PER_LIST)
+        .select("u")
+    )
+    bad_items = pl.concat(
+        [
+            items.filter(
+                pl.col("lo").is_null()
+                | pl.col("hi").is_null()
+                | (pl.col("hi") < pl.col("lo"))
+                | ((pl.col("hi") - pl.col("lo")) >= MAX_NODES_PER_LIST)
+            ).select("u"),
+            oversized,
+        ]
     )
     good_items = items.join(bad_items.select("u").unique(), on="u", how="anti")
     ranged = (
@@ -143,6 +157,9 @@ def expansion_table(distinct: pl.Series) -> pl.DataFrame:
     slow_rows: list[tuple[int, int, int, str]] = []
     slow_bad: set[int] = set()
     for u, g, group in complex_groups.select("u", "g", "group").iter_rows():
+        if _expanded_size(group) > MAX_NODES_PER_LIST:
+            slow_bad.add(u)
+            continue
         try:
             for i, name in enumerate(hostlist.expand_hostlist(group)):
                 slow_rows.append((u, g, i, name))
@@ -185,3 +202,20 @@ def expansion_table(distinct: pl.Series) -> pl.DataFrame:
         pl.col("nodes").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         pl.col("u").is_in(list(bad_u)).alias("bad"),
     )
+
+
+def _expanded_size(group: str) -> int:
+    """How many names one host group expands to (the product of its bracket sizes), or more."""
+    size = 1
+    for body in re.findall(r"\[([^\]]*)\]", group):
+        count = 0
+        for item in body.split(","):
+            lo, _, hi = item.partition("-")
+            if lo.isdigit() and (not hi or hi.isdigit()):
+                count += max(int(hi or lo) - int(lo) + 1, 0)
+            else:
+                count += 1
+        size *= max(count, 1)
+        if size > MAX_NODES_PER_LIST:
+            break
+    return size
