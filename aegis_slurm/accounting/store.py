@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from itertools import accumulate
@@ -29,6 +32,9 @@ import polars as pl
 
 from aegis_slurm.accounting.schema import RUN_SCHEMA, SCHEMA_VERSION, empty_runs
 from aegis_slurm.errors import AegisError
+
+#: What to run when a store is damaged (docs/cli.md).
+REPAIR_HINT = "run `aegis-slurm store check --repair --store DIR`"
 
 KEY = ("cluster", "job_id", "submit_time")
 _INGESTED = "_ingested_at"
@@ -47,7 +53,89 @@ _EMPTY_AS_NULL = [
 
 
 class StoreError(AegisError, RuntimeError):
-    """The store is unusable (unknown schema version, unreadable)."""
+    """The store is unusable (unknown schema version, unreadable, a corrupt part)."""
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make renames and unlinks in ``folder`` durable (a power loss cannot undo them)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # a platform without directory fds: nothing more we can do
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems refuse fsync on a directory; their renames are synchronous
+    finally:
+        os.close(fd)
+
+
+#: ``<host>`` in temporary names: letters and digits only, so the name can be parsed back.
+_HOST = re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32] or "host"
+#: Temporary parts: ``.staged-<time>-<pid>-<host>-<n>.parquet`` and ``.compact-<pid>-<host>-*``.
+_TEMP_PART = re.compile(r"^\.(?:staged-\d{8}T\d+|compact)-(\d+)-([A-Za-z0-9]*)-")
+#: A temporary file older than this is stale whoever wrote it (an ingest takes seconds).
+STALE_AFTER_S = 24 * 3600
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def stale_temp_files(store: Path) -> list[Path]:
+    """Temporary files a killed ingest or compaction left behind.
+
+    A file is stale when the process that wrote it (on this host) is gone, or when it is older
+    than ``STALE_AFTER_S`` (written from another host sharing the store); a live writer's files
+    are never touched.
+    """
+    store = Path(store)
+    now = time.time()
+    stale = []
+    candidates = [
+        *store.glob("runs/month=*/.staged-*"),
+        *store.glob("runs/month=*/.compact-*"),
+        *store.glob(".*.json.*"),
+        *store.glob("rejected/.*"),
+    ]
+    for path in candidates:
+        try:
+            age = now - path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        match = _TEMP_PART.match(path.name)
+        writer_gone = bool(
+            match and match.group(2) == _HOST and not _pid_alive(int(match.group(1)))
+        )
+        if writer_gone or age > STALE_AFTER_S or (not match and age > 3600):
+            stale.append(path)
+    return sorted(stale)
+
+
+def sweep_stale(store: Path) -> list[Path]:
+    """Delete ``stale_temp_files``; returns what was removed."""
+    removed = []
+    for path in stale_temp_files(store):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -69,7 +157,7 @@ def open_store(store: Path) -> Path:
     store = Path(store)
     meta_path = store / "meta.json"
     if meta_path.exists():
-        meta = json.loads(meta_path.read_text())
+        meta = read_meta(store)
         if meta.get("schema_version") != SCHEMA_VERSION:
             raise StoreError(
                 f"{store}: schema version {meta.get('schema_version')} is not "
@@ -79,6 +167,18 @@ def open_store(store: Path) -> Path:
         store.mkdir(parents=True, exist_ok=True)
         _atomic_write_bytes(meta_path, json.dumps({"schema_version": SCHEMA_VERSION}).encode())
     return store
+
+
+def read_meta(store: Path) -> dict[str, Any]:
+    """``meta.json`` as a dict; ``StoreError`` naming the file when it cannot be read."""
+    meta_path = Path(store) / "meta.json"
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{meta_path} is unreadable ({exc}); {REPAIR_HINT}") from exc
+    if not isinstance(meta, dict):
+        raise StoreError(f"{meta_path} is not a JSON object; {REPAIR_HINT}")
+    return meta
 
 
 def _month_of() -> pl.Expr:
@@ -104,8 +204,9 @@ class RunWriter:
 
     def __init__(self, store: Path) -> None:
         self.store = open_store(store)
+        sweep_stale(self.store)
         self.now = datetime.now(UTC)
-        self.stamp = self.now.strftime("%Y%m%dT%H%M%S%f") + f"-{os.getpid()}"
+        self.stamp = self.now.strftime("%Y%m%dT%H%M%S%f") + f"-{os.getpid()}-{_HOST}"
         self.staged: dict[str, list[Path]] = {}
         self._key_hashes: dict[Path, pl.Series] = {}
         self._lock = threading.Lock()  # add() is called from several parsing threads
@@ -139,7 +240,11 @@ class RunWriter:
                 )
                 .with_columns(_EMPTY_AS_NULL)
             )
-            stored.write_parquet(path, compression="zstd", compression_level=1, statistics=True)
+            try:
+                stored.write_parquet(path, compression="zstd", compression_level=1, statistics=True)
+                _fsync_file(path)
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                raise StoreError(f"cannot write {path}: {_first_line(exc)}") from exc
             hashes = stored.select(_key_hash()).to_series()
             with self._lock:
                 self._key_hashes[path] = hashes
@@ -193,6 +298,7 @@ class RunWriter:
         for index, path in enumerate(files):
             os.replace(path, folder / f"part-{self.stamp}-{index:05d}.parquet")
         files.clear()
+        fsync_dir(folder)
         if unique != known.len() + incoming.len():
             _compact(folder)
         return unique
@@ -218,22 +324,38 @@ def _deduplicate(frame: pl.LazyFrame) -> pl.LazyFrame:
     )
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def _compact(folder: Path) -> None:
-    """Rewrite a month's parts as one de-duplicated part (new file first, then old ones go)."""
+    """Rewrite a month's parts as one de-duplicated part (new file first, then old ones go).
+
+    The new part's data and its rename are synced before any old part is unlinked, so a power
+    loss leaves either the old parts or the new one, never neither; readers that listed the old
+    parts retry (``load_runs``).
+    """
     old = _parts(folder)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".compact-", suffix=".parquet")
+    fd, tmp = tempfile.mkstemp(
+        dir=folder, prefix=f".compact-{os.getpid()}-{_HOST}-", suffix=".parquet"
+    )
     os.close(fd)
     try:
         _deduplicate(pl.scan_parquet(old)).sink_parquet(
             tmp, compression="zstd", compression_level=1, statistics=True
         )
+        _fsync_file(Path(tmp))
         os.replace(tmp, folder / f"part-{stamp}-c.parquet")
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError | pl.exceptions.PolarsError):
+            raise StoreError(f"cannot compact {folder}: {_first_line(exc)}") from exc
         raise
+    fsync_dir(folder)
     for path in old:
         path.unlink(missing_ok=True)
+    fsync_dir(folder)
 
 
 def write_runs(store: Path, runs: pl.DataFrame) -> dict[str, int]:
@@ -258,7 +380,44 @@ def load_runs(
     ``run_index`` numbers the runs of each job in Submit order across the whole store.
     """
     store = Path(store)
-    files = sorted((store / "runs").glob("month=*/part-*.parquet"))
+    for _attempt in range(5):
+        files = sorted((store / "runs").glob("month=*/part-*.parquet"))
+        try:
+            return _load_runs(store, files, start, end)
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            if all(path.exists() for path in files):
+                raise _damaged(store, files, exc) from exc
+            # An ingest compacted a month while we read: list the parts again.
+    raise StoreError(f"{store}: the store kept changing while it was read; try again")
+
+
+def _damaged(store: Path, files: list[Path], exc: BaseException) -> StoreError:
+    """A StoreError naming the part that cannot be read (or the error, if none can be named)."""
+    for path in files:
+        problem = part_problem(path)
+        if problem:
+            return StoreError(f"{path}: {problem}; {REPAIR_HINT}")
+    return StoreError(f"{store}: cannot read the store ({_first_line(exc)}); {REPAIR_HINT}")
+
+
+def part_problem(path: Path) -> str | None:
+    """Why a Parquet part cannot be used (corrupt, foreign schema), or None when it is sound."""
+    try:
+        frame = pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        return f"corrupt part ({_first_line(exc)})"
+    missing = [name for name in _STORED_SCHEMA if name not in frame.columns]
+    if missing:
+        return f"not a job-run part (lacks {', '.join(missing[:5])})"
+    wrong = [name for name, dtype in _STORED_SCHEMA.items() if frame.schema[name] != dtype]
+    if wrong:
+        return f"foreign schema (column {wrong[0]} is {frame.schema[wrong[0]]})"
+    return None
+
+
+def _load_runs(
+    store: Path, files: list[Path], start: datetime | None, end: datetime | None
+) -> pl.DataFrame:
     if not (store / "meta.json").exists() and not files:
         raise StoreError(f"{store}: not an aegis-slurm store (no meta.json); run ingest first")
     open_store(store)
