@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 
 import polars as pl
 
+from aegis_slurm.accounting.errors import AccountingInputError
 from aegis_slurm.accounting.fields import TIME_FIELDS
 from aegis_slurm.accounting.hostlists import HostlistCache, expand_series
 from aegis_slurm.accounting.schema import ENDED_STATES, RUN_SCHEMA, STATES
-from aegis_slurm.errors import InputError
 
 #: Earliest believable timestamp and the first unbelievable one (Slurm prints 0/INFINITE as
 #: Unknown): years 1995 to 2100.
@@ -383,7 +383,7 @@ def check_time_zone(name: str) -> None:
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError, TypeError) as exc:
-        raise InputError(
+        raise AccountingInputError(
             f"unknown time zone {name!r}: give an IANA name such as UTC or Europe/Berlin"
         ) from exc
 

@@ -21,6 +21,8 @@ from pathlib import Path
 import hostlist
 import polars as pl
 
+from aegis_slurm.accounting.errors import AccountingInputError
+
 UTC_TIME = pl.Datetime("us", "UTC")
 
 EVENT_SCHEMA: dict[str, pl.DataType] = {
@@ -77,6 +79,10 @@ def _fit_fields(parts: list[str], header: list[str]) -> list[str]:
     return (parts + [""] * len(header))[: len(header)]
 
 
+class EventExportError(AccountingInputError):
+    """A ``sacctmgr show event`` export that cannot be read."""
+
+
 def parse_events_text(text: str) -> pl.DataFrame:
     """Parse the text of ``sacctmgr show event -P`` (with its header) into :data:`EVENT_SCHEMA`.
 
@@ -89,8 +95,9 @@ def parse_events_text(text: str) -> pl.DataFrame:
     header = lines[0].split("|")
     missing = {"NodeName", "TimeStart", "State"} - set(header)
     if missing:
-        raise ValueError(
-            f"sacctmgr event export lacks fields {sorted(missing)} (need a header line)"
+        raise EventExportError(
+            f"sacctmgr event export lacks fields {sorted(missing)} (need a header line, "
+            "as written by sacctmgr show event -P)"
         )
     rows = [_fit_fields(ln.split("|"), header) for ln in lines[1:]]
     raw = pl.DataFrame(rows, schema=dict.fromkeys(header, pl.String()), orient="row")
@@ -111,7 +118,13 @@ def parse_events_text(text: str) -> pl.DataFrame:
 
 def load_events(paths: Iterable[str | Path]) -> pl.DataFrame:
     """Read and concatenate sacctmgr event exports (de-duplicated on node, start and state)."""
-    frames = [parse_events_text(Path(p).read_text(encoding="utf-8")) for p in paths]
+    frames = []
+    for path in paths:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        try:
+            frames.append(parse_events_text(text))
+        except EventExportError as exc:
+            raise EventExportError(f"{path}: {exc}") from exc
     if not frames:
         return pl.DataFrame(schema=EVENT_SCHEMA)
     return (

@@ -14,7 +14,7 @@ import threading
 import hostlist
 import polars as pl
 
-from aegis_slurm.errors import InputError
+from aegis_slurm.accounting.errors import AccountingInputError
 
 # One top-level host group: text outside brackets, optionally with bracket groups.
 _GROUP = r"[^,\[\]]+(?:\[[^\]]*\][^,\[\]]*)*"
@@ -27,7 +27,7 @@ _NO_NODES = ("", "None assigned", "None", "(null)")
 MAX_NODES_PER_LIST = 100_000
 
 
-class HostlistError(InputError, ValueError):
+class HostlistError(AccountingInputError):
     """A node list that is not valid hostlist syntax."""
 
 

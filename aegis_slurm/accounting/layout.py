@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from aegis_slurm.accounting.errors import AccountingInputError
 from aegis_slurm.accounting.fields import (
     CHECKED_FIELDS,
     FREE_TEXT_FIELDS,
     KNOWN_FIELDS,
     canonical_field,
 )
-from aegis_slurm.errors import InputError
 
 
-class ExportFormatError(InputError, ValueError):
+class ExportFormatError(AccountingInputError):
     """The whole file cannot be read as a sacct export (no header, unknown delimiter, ...)."""
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.errors import InputError
+from aegis_slurm.accounting.errors import AccountingInputError
 
 
-class JsonExportError(InputError, ValueError):
+class JsonExportError(AccountingInputError):
     """The document is not a sacct --json export."""
 
 

@@ -17,16 +17,16 @@ from typing import Any
 
 from aegis_slurm.accounting import pyslurm_backend
 from aegis_slurm.accounting import store as store_mod
+from aegis_slurm.accounting.errors import AccountingServiceError
 from aegis_slurm.accounting.fields import LIVE_FIELDS
 from aegis_slurm.accounting.ingest import IngestReport, commit, parse_export, parse_records
-from aegis_slurm.errors import ServiceError
 
 DELIMITER = ";|;"
 #: A window is complete once its end is this far in the past (records reach slurmdbd late).
 SETTLE = timedelta(hours=1)
 
 
-class SacctError(ServiceError, RuntimeError):
+class SacctError(AccountingServiceError):
     """sacct failed; the message carries its stderr."""
 
 

@@ -30,8 +30,8 @@ from typing import Any
 
 import polars as pl
 
+from aegis_slurm.accounting.errors import AccountingError
 from aegis_slurm.accounting.schema import RUN_SCHEMA, SCHEMA_VERSION, empty_runs
-from aegis_slurm.errors import AegisError
 
 #: What to run when a store is damaged (docs/cli.md).
 REPAIR_HINT = "run `aegis-slurm store check --repair --store DIR`"
@@ -52,7 +52,7 @@ _EMPTY_AS_NULL = [
 ]
 
 
-class StoreError(AegisError, RuntimeError):
+class StoreError(AccountingError):
     """The store is unusable (unknown schema version, unreadable, a corrupt part)."""
 
 

@@ -12,6 +12,9 @@ import time
 
 import click
 
+from aegis_slurm.errors import EXIT_CHECK_FAILED, EXIT_OK
+from aegis_slurm.node.cbd import SPECS  # standard library only: cheap on a compute node
+
 
 @click.command("cbd")
 @click.option(
@@ -25,25 +28,37 @@ import click
 @click.option(
     "--config",
     "config_path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(exists=True, dir_okay=False),
     help="TOML config (default $AEGIS_CBD_CONFIG or /etc/aegis-slurm/cbd.toml).",
 )
 @click.option("--node", default=None, help="Node name for expectations (default: this host).")
-@click.option("--check", "only", multiple=True, help="Run only this check (repeatable).")
+@click.option(
+    "--check",
+    "only",
+    multiple=True,
+    type=click.Choice([spec.name for spec in SPECS]),
+    help="Run only this check (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")
 def cbd(
     profile: str, config_path: str | None, node: str | None, only: tuple[str, ...], as_json: bool
 ) -> None:
     """Run CBD checks and print pass/warn/fail/probe_error/skip with evidence.
 
-    Exit status: 0 when nothing failed, 1 when a check failed or a probe errored.
+    Exit status: 0 when nothing failed, 3 when a check failed or a probe errored, 1 when cbd
+    itself could not run (bad config), 2 for a bad command line.
     """
+    from aegis_slurm.errors import ConfigError
     from aegis_slurm.node import cbd as runner
     from aegis_slurm.node import config
     from aegis_slurm.node.prolog import actions_for, host_name
     from aegis_slurm.node.verdict import FAIL, PROBE_ERROR, STATES
 
-    cfg = config.load(config_path)
+    try:
+        cfg = config.load(config_path)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        where = config_path or "the CBD config"
+        raise ConfigError(f"{where}: {exc}; fix the file (see docs/cbd.md)") from exc
     host = node or host_name()
     state = _peek_state(cfg, host)
     t0 = time.monotonic()
@@ -74,7 +89,8 @@ def cbd(
             + (", ".join(v.check for v in acts["drain"]) or "nothing")
         )
     bad = any(v.state in (FAIL, PROBE_ERROR) for v in verdicts)
-    raise SystemExit(1 if bad else 0)
+    # The verdicts on stdout say which check failed; no extra error line.
+    raise SystemExit(EXIT_CHECK_FAILED if bad else EXIT_OK)
 
 
 def _peek_state(cfg: dict, host: str) -> dict:

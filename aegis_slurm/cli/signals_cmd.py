@@ -123,9 +123,10 @@ def diagnose(
 
     Critical errors -> those nodes; distributed errors on <= 2 hosts -> those hosts; else a
     common source/destination (RootDiag); else a distributed problem with no single culprit.
-    Exit status 0 with a verdict, 2 when no record of the job was found.
+    Exit status 0 with a verdict, 4 (no data) when no record of the job was found.
     """
     from aegis_slurm.accounting.signals import blame_history, job_records
+    from aegis_slurm.errors import EXIT_NO_DATA
     from aegis_slurm.node.config import expand_hostlist
     from aegis_slurm.node.diagnose import diagnose as algorithm1
 
@@ -144,7 +145,7 @@ def diagnose(
             "job": info,
         }
         click.echo(json.dumps(out, default=str) if as_json else out["action"])
-        raise SystemExit(2)
+        raise SystemExit(EXIT_NO_DATA)
     chosen = run if run is not None else max(int(r.get("run", 0)) for r in recs)
     recs = [r for r in recs if int(r.get("run", 0)) == chosen]
     job_nodes = (

@@ -36,7 +36,7 @@ def test_json_is_one_object_and_does_not_consume_xids(tmp_path):
         v = {x["check"]: x for x in doc["verdicts"]}
         assert v["xid"]["state"] == "fail" and "Xid 119" in v["xid"]["evidence"]
         assert v["gpu_count"]["state"] == "pass"
-        assert doc["would_drain"] == ["xid"] and r.exit_code == 1
+        assert doc["would_drain"] == ["xid"] and r.exit_code == 3  # a check failed
     assert not (tmp_path / "state" / "gpu001" / "state.json").exists()
 
 
