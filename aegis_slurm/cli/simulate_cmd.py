@@ -16,13 +16,49 @@ import click
     help="sacct --parsable2 export to write; .events.txt, .signals.parquet and "
     ".truth.json are written beside it.",
 )
-@click.option("--nodes", default=512, show_default=True, help="Nodes (8 GPUs each).")
-@click.option("--days", default=30.0, show_default=True)
-@click.option("--rf", default=0.0065, show_default=True, help="Hardware failures per node-day.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--jobs-per-node-day", default=2.0, show_default=True)
-@click.option("--crash-loops", default=3, show_default=True)
-@click.option("--lemons", default=2, show_default=True)
+@click.option(
+    "--nodes",
+    default=512,
+    show_default=True,
+    type=click.IntRange(min=1, max=100_000),
+    help="Nodes (8 GPUs each).",
+)
+@click.option(
+    "--days",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True, max=3660),
+    help="Length of the simulated history in days.",
+)
+@click.option(
+    "--rf",
+    default=0.0065,
+    show_default=True,
+    type=click.FloatRange(min=0, max=10),
+    help="Hardware failures per node-day.",
+)
+@click.option("--seed", default=0, show_default=True, help="Random seed (same seed, same history).")
+@click.option(
+    "--jobs-per-node-day",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True, max=1000),
+    help="Job submissions per node and day.",
+)
+@click.option(
+    "--crash-loops",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Jobs planted to crash and requeue in a loop.",
+)
+@click.option(
+    "--lemons",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Nodes planted to fail far more often than the others.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def simulate(
     out: Path,
@@ -39,6 +75,8 @@ def simulate(
     Slurm requeue semantics, crash loops, lemon nodes).  Deterministic by --seed."""
     from aegis_slurm.simulate.history import SimConfig, write_history
     from aegis_slurm.simulate.history import simulate as run
+
+    out.parent.mkdir(parents=True, exist_ok=True)  # --out newdir/x: create newdir
 
     res = run(
         SimConfig(
