@@ -64,3 +64,14 @@ def test_options_of_the_accounting_commands_all_have_help() -> None:
                 f"{name} {p.name}" for p in cmd.params if isinstance(p, click.Option) and not p.help
             ]
     assert missing == []
+
+
+def test_json_output_never_prints_nan() -> None:
+    import json
+    import math
+
+    from aegis_slurm.cli import to_json
+
+    text = to_json({"r": math.nan, "x": [1.5, math.inf, {"y": -math.inf}], "ok": 2})
+    assert "NaN" not in text and "Infinity" not in text and "\n" not in text
+    assert json.loads(text) == {"r": None, "x": [1.5, None, {"y": None}], "ok": 2}

@@ -8,8 +8,11 @@ compute node never imports polars, scipy or matplotlib.  Add a command by adding
 from __future__ import annotations
 
 import importlib
+import json
+import math
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -97,6 +100,30 @@ def describe_error(exc: BaseException) -> tuple[str, int]:
         ),
         EXIT_ERROR,
     )
+
+
+def to_json(value: Any) -> str:
+    """The one ``--json`` style of every command: one line, NaN/Infinity as null, dates as text.
+
+    JSON has no NaN; Python's encoder would print a bare ``NaN`` that jq and every other strict
+    parser refuse, so non-finite numbers become null (unknown), recursively.
+    """
+    return json.dumps(_finite(value), default=str, ensure_ascii=False)
+
+
+def echo_json(value: Any) -> None:
+    """Print ``value`` as one ``--json`` line on stdout."""
+    click.echo(to_json(value))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _one_line(text: str, limit: int = 500) -> str:

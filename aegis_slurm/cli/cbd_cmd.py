@@ -7,11 +7,11 @@ and nothing is drained.  The Prolog itself does not go through click (``prolog/a
 from __future__ import annotations
 
 import copy
-import json
 import time
 
 import click
 
+from aegis_slurm.cli import echo_json
 from aegis_slurm.errors import EXIT_CHECK_FAILED, EXIT_OK
 from aegis_slurm.node.cbd import SPECS  # standard library only: cheap on a compute node
 
@@ -67,17 +67,15 @@ def cbd(
     acts = actions_for(verdicts, cfg)
     counts = {s: sum(v.state == s for v in verdicts) for s in STATES}
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "host": host,
-                    "profile": profile,
-                    "wall_s": round(wall, 4),
-                    "counts": counts,
-                    "would_drain": [v.check for v in acts["drain"]],
-                    "verdicts": [v.to_dict() for v in verdicts],
-                }
-            )
+        echo_json(
+            {
+                "host": host,
+                "profile": profile,
+                "wall_s": round(wall, 4),
+                "counts": counts,
+                "would_drain": [v.check for v in acts["drain"]],
+                "verdicts": [v.to_dict() for v in verdicts],
+            }
         )
     else:
         for v in verdicts:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import date, datetime
 from pathlib import Path
 
 import click
+
+from aegis_slurm.cli import echo_json
 
 
 def _day(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
@@ -136,7 +137,7 @@ def ingest(
             progress=None if as_json else _progress,
         )
     if as_json:
-        click.echo(json.dumps(report, indent=2))
+        echo_json(report)
         return
     click.echo(
         f"read {report['rows_read']}, kept {report['rows_kept']}, "

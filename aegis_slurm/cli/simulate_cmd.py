@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
+
+from aegis_slurm.cli import echo_json
 
 
 @click.command()
@@ -97,8 +98,7 @@ def simulate(
         "crash_loops": len(res.truth["crash_loops"]),
         "lemon_nodes": res.truth["lemon_nodes"],
     }
-    click.echo(
-        json.dumps(summary)
-        if as_json
-        else f"wrote {summary['records']} records to {out} (truth: {paths['truth']})"
-    )
+    if as_json:
+        echo_json(summary)
+    else:
+        click.echo(f"wrote {summary['records']} records to {out} (truth: {paths['truth']})")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
+
+from aegis_slurm.cli import echo_json
 
 
 @click.group("store")
@@ -35,7 +36,7 @@ def check(store_dir: Path, repair: bool, as_json: bool) -> None:
 
     report = check_store(store_dir, repair=repair)
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        echo_json(report.as_dict())
     else:
         for finding in report.findings:
             status = "repaired" if finding.repaired else "PROBLEM"
