@@ -15,6 +15,8 @@ run always lands in the same partition and de-duplication stays local to one fil
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -22,7 +24,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from itertools import accumulate
 from pathlib import Path
@@ -132,8 +134,8 @@ def sweep_stale(store: Path) -> list[Path]:
     for path in stale_temp_files(store):
         try:
             path.unlink()
-        except FileNotFoundError:
-            continue
+        except OSError:
+            continue  # gone already, or a read-only store: nothing to sweep now
         removed.append(path)
     return removed
 
@@ -284,23 +286,26 @@ class RunWriter:
 
     def _publish_month(self, month: str, files: list[Path]) -> int:
         folder = self.store / "runs" / f"month={month}"
-        existing = _parts(folder)
-        known = (
-            pl.scan_parquet(existing).select(_key_hash()).collect().to_series()
-            if existing
-            else pl.Series(dtype=pl.UInt64)
-        )
-        incoming = pl.concat([self._key_hashes.pop(path) for path in files])
-        unique = pl.concat([known, incoming]).n_unique()
-        new = unique - known.len()  # keys this ingest added; the rest replaced or repeated
-        self.rows_new += new
-        self.rows_updated += incoming.len() - new
-        for index, path in enumerate(files):
-            os.replace(path, folder / f"part-{self.stamp}-{index:05d}.parquet")
-        files.clear()
-        fsync_dir(folder)
-        if unique != known.len() + incoming.len():
-            _compact(folder)
+        # Under the month's lock: another ingest's compaction cannot unlink the parts listed
+        # here while their keys are read, nor compact half of what this one publishes.
+        with _month_lock(folder):
+            existing = _parts(folder)
+            known = (
+                pl.scan_parquet(existing).select(_key_hash()).collect().to_series()
+                if existing
+                else pl.Series(dtype=pl.UInt64)
+            )
+            incoming = pl.concat([self._key_hashes.pop(path) for path in files])
+            unique = pl.concat([known, incoming]).n_unique()
+            new = unique - known.len()  # keys this ingest added; the rest replaced or repeated
+            self.rows_new += new
+            self.rows_updated += incoming.len() - new
+            for index, path in enumerate(files):
+                os.replace(path, folder / f"part-{self.stamp}-{index:05d}.parquet")
+            files.clear()
+            fsync_dir(folder)
+            if unique != known.len() + incoming.len():
+                _compact_locked(folder)
         return unique
 
 
@@ -335,7 +340,26 @@ def _compact(folder: Path) -> None:
     loss leaves either the old parts or the new one, never neither; readers that listed the old
     parts retry (``load_runs``).
     """
-    old = _parts(folder)
+    with _month_lock(folder):
+        _compact_locked(folder)
+
+
+@contextlib.contextmanager
+def _month_lock(folder: Path) -> Iterator[None]:
+    """One compaction of a month at a time (two concurrent ingests may both want one)."""
+    # The lock file lives in the store's root (runs/ holds only month folders, those only parts).
+    with open(folder.parent.parent / f".lock-{folder.name}", "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _compact_locked(folder: Path) -> None:
+    old = _parts(folder)  # listed under the lock: nobody else unlinks them now
+    if not old:
+        return
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
     fd, tmp = tempfile.mkstemp(
         dir=folder, prefix=f".compact-{os.getpid()}-{_HOST}-", suffix=".parquet"

@@ -178,3 +178,32 @@ def test_store_check_on_a_sound_store_and_on_a_non_store(tmp_path):
     assert check_store(store).ok and check_store(store).findings == []
     with pytest.raises(StoreError, match="not an aegis-slurm store"):
         check_store(tmp_path / "nothing")
+
+
+def test_concurrent_ingests_and_readers_see_one_consistent_store(tmp_path):
+    """Two ingests repeating the same keys (so each compacts the month) race a reader."""
+    store = tmp_path / "store"
+    jobs = range(1, 41)
+    ingest_files([export(tmp_path, "base.txt", *jobs)], store)
+    exports = [
+        export(tmp_path, f"{state}.txt", *jobs, state=state) for state in ("FAILED", "COMPLETED")
+    ]
+    script = textwrap.dedent(
+        """
+        import sys
+        from aegis_slurm.accounting import ingest_files
+        for _ in range(4):
+            ingest_files([sys.argv[2]], sys.argv[1])
+        """
+    )
+    writers = [
+        subprocess.Popen([sys.executable, "-c", script, str(store), str(path)]) for path in exports
+    ]
+    reads = 0
+    while any(w.poll() is None for w in writers) or reads < 3:
+        runs = load_runs(store)  # never FileNotFoundError, never a run twice or missing
+        assert sorted(runs.get_column("job_id").cast(int).to_list()) == list(jobs)
+        reads += 1
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    assert temp_files(store) == []
+    assert load_runs(store).height == len(jobs)
