@@ -290,11 +290,14 @@ class RunWriter:
         # here while their keys are read, nor compact half of what this one publishes.
         with _month_lock(folder):
             existing = _parts(folder)
-            known = (
-                pl.scan_parquet(existing).select(_key_hash()).collect().to_series()
-                if existing
-                else pl.Series(dtype=pl.UInt64)
-            )
+            try:
+                known = (
+                    pl.scan_parquet(existing).select(_key_hash()).collect().to_series()
+                    if existing
+                    else pl.Series(dtype=pl.UInt64)
+                )
+            except (OSError, pl.exceptions.PolarsError) as exc:
+                raise _damaged(self.store, existing, exc) from exc
             incoming = pl.concat([self._key_hashes.pop(path) for path in files])
             unique = pl.concat([known, incoming]).n_unique()
             new = unique - known.len()  # keys this ingest added; the rest replaced or repeated

@@ -207,3 +207,20 @@ def test_concurrent_ingests_and_readers_see_one_consistent_store(tmp_path):
     assert [w.wait(timeout=120) for w in writers] == [0, 0]
     assert temp_files(store) == []
     assert load_runs(store).height == len(jobs)
+
+
+def test_ingest_into_a_store_with_a_corrupt_part_names_it_and_leaves_nothing_staged(tmp_path):
+    store = tmp_path / "store"
+    ingest_files([export(tmp_path, "a.txt", 1)], store)
+    [part] = (store / "runs" / "month=2026-11").glob("part-*.parquet")
+    part.write_bytes(b"not parquet at all")
+    with pytest.raises(StoreError, match=part.name):
+        ingest_files([export(tmp_path, "b.txt", 2)], store)
+    assert temp_files(store) == []
+    res = subprocess.run(
+        [*CLI, "ingest", str(export(tmp_path, "c.txt", 3)), "--store", str(store)],
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert part.name in res.stderr and "store check --repair" in res.stderr
