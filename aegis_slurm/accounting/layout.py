@@ -79,6 +79,7 @@ def detect_layout(
             names = names[:-1]
         return Layout(tuple(_column_name(n) for n in names), delim, trailing, True)
     if fields is None:
+        _refuse_what_is_not_an_export(first, sample)
         raise ExportFormatError(
             "no header line: the first line does not start with a sacct field name; "
             "pass the field list used with sacct --format (--fields)"
@@ -95,6 +96,27 @@ def detect_layout(
     if trailing is None:
         trailing = first.endswith(delim) and first.count(delim) == len(names)
     return Layout(names, delim, trailing, has_header)
+
+
+_SLURM_ERROR = re.compile(r"^(?:sacct|sacctmgr|slurm\w*): error: ")
+
+
+def _refuse_what_is_not_an_export(first: str, sample: Sequence[str]) -> None:
+    """Name what the file is when it is plainly not an export (instead of "no header line")."""
+    lines = [first, *(line.rstrip("\r\n") for line in sample[:5])]
+    message = next((line for line in lines if _SLURM_ERROR.match(line)), None)
+    if message is not None:
+        raise ExportFormatError(
+            f"the file holds an error message from Slurm, not an export: {message[:200]!r}"
+        )
+    words = first.split()
+    known = sum(canonical_field(word.rstrip("+")) in KNOWN_FIELDS for word in words)
+    dashes = len(lines) > 1 and set(lines[1].replace(" ", "")) == {"-"}
+    if words and (dashes or known * 2 > len(words)) and known:
+        raise ExportFormatError(
+            "this is sacct's fixed-width table, not --parsable output (long values are cut "
+            "there): export with sacct --parsable2 (-P) and the same --format"
+        )
 
 
 def _column_name(name: str) -> str:

@@ -247,3 +247,15 @@ def test_squeue_and_scontrol_json_are_refused(command):
     job = {"job_id": 5, "job_state": ["RUNNING"], "name": "x", "nodes": "n1", "user_name": "a"}
     with pytest.raises(JsonExportError, match="not an accounting export"):
         parse_export(_json(job), source=f"{command}.json")
+
+
+def test_sacct_table_output_is_refused_by_name():
+    data = (FIX / "sacct-22.05.8_table.txt").read_bytes()
+    with pytest.raises(ExportFormatError, match=r"fixed-width table.*--parsable2"):
+        parse_export(data, source="table")
+
+
+def test_a_sacct_error_transcript_is_refused_by_name():
+    data = (FIX / "sacct-22.05.8_unsupported_fields.txt").read_bytes()
+    with pytest.raises(ExportFormatError, match=r"error message from Slurm.*Restarts"):
+        parse_export(data, source="errors")
