@@ -77,7 +77,7 @@ def detect_layout(
         trailing = names[-1] == ""
         if trailing:
             names = names[:-1]
-        return Layout(tuple(_column_name(n) for n in names), delim, trailing, True)
+        return Layout(_column_names(names), delim, trailing, True)
     if fields is None:
         _refuse_what_is_not_an_export(first, sample)
         raise ExportFormatError(
@@ -86,7 +86,7 @@ def detect_layout(
         )
     if delimiter == "":
         raise ExportFormatError("the delimiter is empty; pass the one given to sacct --delimiter")
-    names = tuple(_column_name(f) for f in fields)
+    names = _column_names(fields)
     lines = [first, *(line.rstrip("\r\n") for line in sample)]
     delim = delimiter or _guess_delimiter([line for line in lines if line.strip()], len(names))
     if header_like and first.split(delim)[: len(names)] == [f for f in fields][: len(names)]:
@@ -119,10 +119,18 @@ def _refuse_what_is_not_an_export(first: str, sample: Sequence[str]) -> None:
         )
 
 
-def _column_name(name: str) -> str:
-    """The canonical field name; a name of ours (``_line``...) in a header cannot shadow ours."""
-    name = canonical_field(name)
-    return f"unknown:{name}" if name.startswith("_") else name
+def _column_names(names: Sequence[str]) -> tuple[str, ...]:
+    """Canonical field names; a name of ours (``_line``...) cannot shadow ours, and an empty one
+    (``A||B`` in a header) gets its position."""
+    out = []
+    for position, raw in enumerate(names, start=1):
+        name = canonical_field(raw)
+        if not name:
+            name = f"unknown:{position}"
+        elif name.startswith("_"):
+            name = f"unknown:{name}"
+        out.append(name)
+    return tuple(out)
 
 
 #: Delimiters seen in the wild (slurm2sql ``;|;``, reportseff ``^|^``, gcm ``|#``), longest first.

@@ -259,3 +259,12 @@ def test_a_sacct_error_transcript_is_refused_by_name():
     data = (FIX / "sacct-22.05.8_unsupported_fields.txt").read_bytes()
     with pytest.raises(ExportFormatError, match=r"error message from Slurm.*Restarts"):
         parse_export(data, source="errors")
+
+
+def test_a_header_with_an_empty_column_name_is_read():
+    # A `|` in a job name too: the repaired record is built under the same column names.
+    data = "\n".join([HEADER.replace("|NNodes|", "||"), line(1), line(2, "a|b")]).encode()
+    parsed = parse_export(data, source="x")
+    assert parsed.report.rows_kept == 2
+    assert parsed.runs.get_column("job_name").to_list() == ["train", "a|b"]
+    assert parsed.runs.get_column("n_nodes").to_list() == [1, 1]  # NodeList; NNodes unnamed
