@@ -17,17 +17,11 @@ from aegis_slurm.accounting import store as store_mod
 from aegis_slurm.accounting.convert import convert
 from aegis_slurm.accounting.fields import REQUIRED, REQUIRED_ANY_ID, record_is_plausible
 from aegis_slurm.accounting.hostlists import HostlistCache
+from aegis_slurm.accounting.layout import ExportFormatError, Layout, detect_layout
 from aegis_slurm.accounting.parse_json import parse_json_export
 from aegis_slurm.accounting.parse_stream import NotClean, can_stream, iter_clean_batches
-from aegis_slurm.accounting.parse_text import (
-    ExportFormatError,
-    Layout,
-    detect_layout,
-    iter_pieces,
-    read_clean_piece,
-    read_lines,
-    split_records,
-)
+from aegis_slurm.accounting.pieces import iter_pieces, read_clean_piece, read_lines
+from aegis_slurm.accounting.repair import split_records
 from aegis_slurm.accounting.schema import empty_runs
 
 #: Bytes of export text parsed at a time: bounds the raw-string memory of a huge export.

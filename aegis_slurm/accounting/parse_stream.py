@@ -12,8 +12,8 @@ delimiters in the file.  The file was clean when
 * with ``--parsable`` every line ended with the delimiter.
 
 Anything else raises ``NotClean``, even after some batches were delivered: the caller throws
-those away and reads the file again piece by piece (``parse_text``), where broken records are
-repaired or rejected with a reason.  Both paths split a clean line the same way.
+those away and reads the file again piece by piece (``pieces``, ``repair``), where broken
+records are repaired or rejected with a reason.  Both paths split a clean line the same way.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from aegis_slurm.accounting.parse_text import Layout, unique_columns
+from aegis_slurm.accounting.layout import Layout, unique_columns
 
 #: Records per batch: about 32 MiB of typical export text, enough to keep both cores busy.
 ROWS_PER_BATCH = 120_000
