@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import threading
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aegis_slurm.node import checks, config, parse, probes
+from aegis_slurm.node import checks, config, klog, parse, probes
 from aegis_slurm.node import xid as xidcat
 from aegis_slurm.node.verdict import PROBE_ERROR, Verdict
 
@@ -56,32 +55,28 @@ def _smi(raw: str, st: RunState) -> parse.NvidiaSmiQuery:
 
 
 def _new_xids(raw: str, st: RunState) -> list[xidcat.XidEvent]:
-    """XID lines not seen by an earlier run in this boot (fingerprints kept in state).
+    """XID lines after the kernel-log position saved by an earlier run in this boot.
 
-    The fingerprints of the new lines go to ``xid_pending``; :func:`mark_xids_seen` marks them
-    seen once the verdict was acted on (the Prolog does that only after a drain succeeded, so an
+    The position after this run's lines goes to ``xid_pending``; :func:`mark_xids_seen` commits
+    it once the verdict was acted on (the Prolog does that only after a drain succeeded, so an
     XID whose drain was stopped by the storm guard or a dead slurmctld is judged again next run).
+    A position, not a bounded list of seen lines: an XID the admin handled never comes back,
+    however many harmless lines follow it (10.4).
     """
     if st.data.get("boot_id") != st.boot_id:
-        st.data["xid_seen"] = []
+        st.data.pop("xid_pos", None)
         st.data["boot_id"] = st.boot_id
-    seen = set(st.data.get("xid_seen", []))
-    new, keys = [], []
-    for ev in xidcat.parse_xids(raw):
-        key = hashlib.sha1(ev.line.encode(), usedforsecurity=False).hexdigest()[:16]
-        if key not in seen:
-            new.append(ev)
-            seen.add(key)
-            keys.append(key)
-    st.data["xid_pending"] = keys
-    return new
+    fresh, pos = klog.since(raw, st.data.get("xid_pos"))
+    st.data["xid_pending"] = pos
+    return xidcat.parse_xids("\n".join(fresh))
 
 
 def mark_xids_seen(state: dict[str, Any]) -> None:
-    """Mark the XID lines of the last run as seen (they will not be reported again this boot)."""
-    keys = state.pop("xid_pending", [])
-    if keys:
-        state["xid_seen"] = (state.get("xid_seen", []) + keys)[-5000:]
+    """Commit the kernel-log position of the last run (its XIDs will not be reported again)."""
+    pos = state.pop("xid_pending", None)
+    if isinstance(pos, dict):
+        state["xid_pos"] = pos
+    state.pop("xid_seen", None)  # the bounded list of older versions
 
 
 def _ib_ports(raw: Any, st: RunState) -> list[parse.IbPort]:

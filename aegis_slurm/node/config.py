@@ -1,46 +1,104 @@
-"""CBD configuration: defaults (``cbd_default.toml``) merged with the site file, per node type."""
+"""Hook configuration: typed, validated settings for the Prolog and the Epilog.  Stdlib only.
+
+The default files (``cbd_default.toml``, ``epilog_default.toml``) are the one source of defaults
+and of the schema (:mod:`aegis_slurm.node.typedtoml`): a key added there with its default is
+known, typed and validated at once.  The site file (``/etc/aegis-slurm/cbd.toml`` or
+``$AEGIS_CBD_CONFIG``) is merged over them; an unknown key or a wrong type is a
+:class:`~aegis_slurm.errors.ConfigError` (the hooks fail open and say why, 10.6).  Only the
+exceptions a default value cannot express are declared here (:data:`DECLARED`).
+"""
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from aegis_slurm.errors import ConfigError
+from aegis_slurm.node import typedtoml as tt
+
 DEFAULT_PATH = Path(__file__).with_name("cbd_default.toml")
+EPILOG_DEFAULT_PATH = Path(__file__).with_name("epilog_default.toml")
 SITE_PATH = Path("/etc/aegis-slurm/cbd.toml")
 ENV_VAR = "AEGIS_CBD_CONFIG"
 ACTIONS = ("drain", "alert", "log", "ignore")
+_ARGV = tt.ListOf(tt.Scalar(str))
+
+#: what the default values cannot say (dotted paths; ``[]`` = list element)
+DECLARED: dict[str, tt.Spec] = {
+    "expect.gpus": tt.Union((tt.Scalar(int, 0), tt.Choice(("slurm",)))),
+    "expect.time_sync": tt.Choice(("require", "warn", "off")),
+    "expect.xid_ignore": tt.ListOf(tt.Scalar(int, 0)),
+    "expect.nics": tt.ListOf(tt.Scalar(str)),
+    "expect.mounts": tt.ListOf(tt.Scalar(str)),
+    "expect.services": tt.ListOf(tt.Scalar(str)),
+    "guard.max_drained_share": tt.Scalar(float, 0, False, 1),
+    "epilog.ctld_spool_dirs": tt.ListOf(tt.Scalar(str)),
+    "epilog.min_nodes_auto": tt.Scalar(int, 1),
+    "loop_guard.ignore_exit_signals": tt.ListOf(tt.Scalar(int, 1, False, 255)),
+    "probes": tt.MapOf(_ARGV),  # probe name -> argv
+}
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+def _policy_row(defaults: dict[str, Any]) -> tt.Spec:
+    row = tt.derive(defaults["policy"]["default"], "policy.default")
+    assert isinstance(row, tt.Table)
+    keys = dict(row.keys)
+    for verdict in ("fail", "warn", "probe_error"):
+        keys[verdict] = tt.Choice(ACTIONS)
+    return tt.Table(keys)
+
+
+@functools.cache
+def defaults() -> dict[str, Any]:
+    """The two default files merged (read once per process; they live in the package)."""
+    return tt.merge(tt.read(DEFAULT_PATH), tt.read(EPILOG_DEFAULT_PATH))
+
+
+@functools.cache
+def schema() -> tt.Table:
+    """The site file's schema, derived from :func:`defaults` plus :data:`DECLARED`."""
+    d = defaults()
+    declared = dict(DECLARED)
+    declared["policy"] = tt.MapOf(_policy_row(d))  # policy.<check>: rows like policy.default
+    base = tt.derive(d, "", declared)
+    assert isinstance(base, tt.Table)
+    expect = base.keys["expect"]
+    assert isinstance(expect, tt.Table)
+    # [[nodetype]]: any [expect] key, plus the hosts it matches and per-type probe argv
+    nodetype = tt.Table(
+        {**expect.keys, "match": tt.ListOf(tt.Scalar(str)), "probes": declared["probes"]}
+    )
+    lg = base.keys["loop_guard"]
+    assert isinstance(lg, tt.Table)
+    keys = dict(base.keys)
+    keys["nodetype"] = tt.ListOf(nodetype)
+    keys["loop_guard"] = tt.Table({**lg.keys, "partition": tt.MapOf(tt.Table(dict(lg.keys)))})
+    return tt.Table(keys)
+
+
+def site_path(path: str | os.PathLike[str] | None = None) -> Path | None:
+    """``path``, else $AEGIS_CBD_CONFIG, else /etc/aegis-slurm/cbd.toml when it exists."""
+    if path:
+        return Path(path)
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    return SITE_PATH if SITE_PATH.exists() else None
 
 
 def load(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Defaults merged with ``path`` (or $AEGIS_CBD_CONFIG, or /etc/aegis-slurm/cbd.toml)."""
-    with DEFAULT_PATH.open("rb") as f:
-        cfg = tomllib.load(f)
-    site = (
-        Path(path)
-        if path
-        else Path(os.environ[ENV_VAR])
-        if os.environ.get(ENV_VAR)
-        else (SITE_PATH if SITE_PATH.exists() else None)
-    )
-    if site is not None:
-        with site.open("rb") as f:
-            cfg = _merge(cfg, tomllib.load(f))
-    for check, pol in cfg.get("policy", {}).items():
-        for verdict in ("fail", "warn", "probe_error"):
-            if verdict in pol and pol[verdict] not in ACTIONS:
-                raise ValueError(f"policy.{check}.{verdict} = {pol[verdict]!r}; use {ACTIONS}")
-    return cfg
+    """Defaults merged with the validated site file (``path``, $AEGIS_CBD_CONFIG, /etc/...)."""
+    return tt.load(defaults(), schema(), site_path(path))
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    return tt.merge(base, over)
+
+
+__all__ = ["ConfigError", "expand_hostlist", "expectations", "load", "policy"]
 
 
 def expand_hostlist(expr: str) -> list[str]:
