@@ -10,12 +10,11 @@ needed it, never ``pass``.  A check that raises is an aegis bug: ``probe_error``
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,53 +193,6 @@ def resolve_expectations(cfg: dict[str, Any], host: str) -> dict[str, Any]:
     return exp
 
 
-@contextlib.contextmanager
-def node_state(state_dir: str | Path, host: str) -> Iterator[dict[str, Any]]:
-    """Load/modify/save ``<state_dir>/<host>/state.json`` under an exclusive flock.
-
-    Per-host subdirectory because several slurmds may share one filesystem (testbeds, or
-    multiple-slurmd setups).  A corrupt file is replaced, not fatal.
-    """
-    d = private_dir(Path(state_dir) / host)  # never chmod state_dir itself (could be /tmp)
-    lock = os.open(d / "state.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(lock, 0o600)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        path = d / "state.json"
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with os.fdopen(fd) as f:
-                data = json.loads(f.read())
-            if not isinstance(data, dict):
-                data = {}
-        except (OSError, ValueError):
-            data = {}
-        yield data
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, sort_keys=True))
-        os.replace(tmp, path)
-    finally:
-        os.close(lock)
-
-
-def private_dir(d: Path) -> Path:
-    """``d`` created (with parents) as a real directory with mode 0700, an existing one
-    re-chmodded; a symlink in its place is refused (OSError)."""
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fchmod(fd, 0o700)
-    finally:
-        os.close(fd)
-    return d
-
-
 def run(
     cfg: dict[str, Any],
     host: str,
@@ -256,7 +208,7 @@ def run(
     """Run the checks of ``profile`` ("light" or "full" = light + full) and return verdicts.
 
     ``overrides`` replaces probe functions (tests: recorded output); ``state`` is the mutable
-    per-node state dict (see :func:`node_state`), a throwaway dict when None.  ``context`` is
+    per-node state dict (the Prolog's ``state.json``), a throwaway dict when None.  ``context`` is
     merged into the expectations (the Prolog passes ``gpu_scope``/``job_gpus``, see
     :func:`checks.scoped_gpus`).  ``commit_xids=False`` leaves new XID lines pending until the
     caller calls :func:`mark_xids_seen`.

@@ -102,21 +102,61 @@ __all__ = ["ConfigError", "expand_hostlist", "expectations", "load", "policy"]
 
 
 def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm-style host list: ``node[1-3,7],gpu[001-002]`` -> names."""
+    """Expand a Slurm host list: ``node[1-3,7],gpu[01-02]-ib[1-2]`` -> names (10.18).
+
+    python-hostlist's semantics, stdlib only: every bracket group of a name multiplies (the
+    leftmost varies slowest), a range keeps the width of its low bound (``[009-11]`` ->
+    ``009 010 011``), duplicates are dropped keeping the first.  A malformed expression
+    (unbalanced bracket, reversed range, non-numeric range) raises ValueError.
+    """
     out: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expr):
-        m = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
-        if not m:
-            out.append(part)
+    for part in _split_top(expr):
+        for name in _expand_one(part):
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def _split_top(expr: str) -> list[str]:
+    """Split on commas outside brackets."""
+    parts, cur, depth = [], [], 0
+    for c in expr:
+        if c == "[":
+            depth += 1
+            if depth > 1:
+                raise ValueError(f"nested bracket in host list {expr!r}")
+        elif c == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced bracket in host list {expr!r}")
+        if c == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    if depth:
+        raise ValueError(f"unbalanced bracket in host list {expr!r}")
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _expand_one(part: str) -> list[str]:
+    m = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", part)
+    if not m:
+        return [part]
+    pre, body, post = m.groups()
+    items: list[str] = []
+    for rng in body.split(","):
+        lo, dash, hi = rng.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"bad range [{body}] in host list {part!r}")
+        if not dash:
+            items.append(lo)
             continue
-        pre, body, post = m.groups()
-        for rng in body.split(","):
-            lo, _, hi = rng.partition("-")
-            if hi:
-                out += [f"{pre}{i:0{len(lo)}d}{post}" for i in range(int(lo), int(hi) + 1)]
-            else:
-                out.append(f"{pre}{lo}{post}")
-    return out
+        if int(hi) < int(lo):
+            raise ValueError(f"reversed range [{body}] in host list {part!r}")
+        items += [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
+    rest = _expand_one(post)
+    return [f"{pre}{i}{r}" for i in items for r in rest]
 
 
 def host_matches(host: str, pattern: str) -> bool:
@@ -124,7 +164,10 @@ def host_matches(host: str, pattern: str) -> bool:
     if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
         return re.search(pattern[1:-1], host) is not None
     if "[" in pattern and re.search(r"\[\d", pattern):
-        return host in expand_hostlist(pattern)
+        try:
+            return host in expand_hostlist(pattern)
+        except ValueError:
+            return False
     return fnmatch.fnmatchcase(host, pattern)
 
 
@@ -162,6 +205,13 @@ def _gres_gpus(gres: str) -> int:
     return total
 
 
+def _names(expr: str) -> list[str]:
+    try:
+        return expand_hostlist(expr)
+    except ValueError:
+        return []
+
+
 def slurm_gpu_count(slurm_conf_text: str, node: str) -> int | None:
     """GPU count Slurm believes ``node`` has, from ``Gres=gpu[:type]:N`` on its NodeName line.
 
@@ -180,6 +230,6 @@ def slurm_gpu_count(slurm_conf_text: str, node: str) -> int | None:
         if m.group(1).upper() == "DEFAULT":
             if g:
                 default = _gres_gpus(g.group(1))
-        elif node in expand_hostlist(m.group(1)):
+        elif node in _names(m.group(1)):
             found = _gres_gpus(g.group(1)) if g else default
     return found

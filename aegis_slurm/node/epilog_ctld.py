@@ -193,7 +193,11 @@ def run_ctld(
     state_dir = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / "ctld"
     now = time.time()
     failed = run_failed(job["exit_code"], os.environ.get("SLURM_JOB_DERIVED_EC", "0"))
-    nodes = config.expand_hostlist(job["nodelist"]) if job["nodelist"] else []
+    try:
+        nodes = config.expand_hostlist(job["nodelist"])
+    except ValueError as e:
+        export.log("err", f"job {jid}: bad node list: {e}", use_syslog)
+        nodes = []
     multi = len(nodes) >= int(ep.get("min_nodes_auto", 2))
     state = "FAILED" if failed else "COMPLETED"
     if not failed and multi and (ep.get("tag", True) or ep.get("auto_drain")):

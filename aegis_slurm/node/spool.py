@@ -27,6 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from aegis_slurm.errors import InputError
+from aegis_slurm.node import files
+
 FILE = "signals.jsonl"
 TMP_MARK = ".tmp."
 
@@ -41,23 +44,17 @@ def _key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def _mkdir_private(d: Path) -> None:
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if d.stat().st_mode & 0o077:
-        d.chmod(0o700)
+    files.private_dir(d)
 
 
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+_fsync_dir = files.fsync_dir
 
 
 def node_dir(spool_dir: str | os.PathLike[str], node: str) -> Path:
-    if not node or "/" in node or node in (".", ".."):
-        raise ValueError(f"bad node name {node!r}")
-    return Path(spool_dir) / node
+    try:
+        return Path(spool_dir) / files.safe_name(node)
+    except InputError as e:  # callers treat a bad record as a ValueError
+        raise ValueError(str(e)) from None
 
 
 def append(
