@@ -29,7 +29,7 @@ def line(n, v):
     if v.get("reason"):
         r = f" Reason={v['reason']} [root@{v['time']}]"
     c = v.get("comment") or "(null)"
-    return f"NodeName={n} Arch=x86_64 CoresPerSocket=1 State={v['state']} Comment={c} Extra=(null){r}"
+    return f"NodeName={n} Arch=x86_64 State={v['state']} Comment={c} Extra=(null){r}"
 if name == "scontrol":
     if args[:1] == ["-o"]:
         args = args[1:] + ["-o"]

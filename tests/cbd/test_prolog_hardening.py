@@ -106,7 +106,7 @@ def test_10_6_defaults_are_the_schema():
     d = tt.merge(config.defaults(), {"expect": {"new_check_max": 3}})
     spec = tt.derive(d, "", {**config.DECLARED, "policy": tt.MapOf(tt.Scalar(str))})
     assert spec.check({"expect": {"new_check_max": 4}}, "") == {"expect": {"new_check_max": 4}}
-    with pytest.raises(config.ConfigError, match="expect.new_check_max must be an integer"):
+    with pytest.raises(config.ConfigError, match=r"expect\.new_check_max must be an integer"):
         spec.check({"expect": {"new_check_max": "4"}}, "")
 
 
