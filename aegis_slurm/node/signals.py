@@ -18,7 +18,6 @@ Aegis (NSDI'25 §4.1, Algorithm 1):
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from dataclasses import dataclass
@@ -87,34 +86,6 @@ def line_time(line: str, boot_epoch: float, now: float | None = None) -> float |
     except ValueError:
         return None
     return None
-
-
-def fingerprint(line: str) -> str:
-    return hashlib.sha1(line.encode(), usedforsecurity=False).hexdigest()[:16]
-
-
-def new_lines(text: str, seen: list[str], keep: int = 20000) -> tuple[list[str], list[str]]:
-    """(lines of ``text`` whose key is not in ``seen``, updated ``seen`` bounded to ``keep``).
-
-    "Since the job started" without trusting any clock: the previous Epilog on this node
-    recorded what it had seen, so what is new belongs to the job(s) that ran since.
-    """
-    known = set(seen)
-    fresh = [(line, key) for line, key in line_keys(text) if key not in known]
-    return [line for line, _ in fresh], (seen + [key for _, key in fresh])[-keep:]
-
-
-def line_keys(text: str) -> list[tuple[str, str]]:
-    """(line, key) pairs; the key counts repeats, so six identical syslog lines stay six."""
-    nth: dict[str, int] = {}
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            fp = fingerprint(line)
-            nth[fp] = nth.get(fp, 0) + 1
-            out.append((line, fp if nth[fp] == 1 else f"{fp}#{nth[fp]}"))
-    return out
 
 
 def collapse(signals: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -282,6 +253,9 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 
+_FALLEN = "GPU has fallen off the bus"
+
+
 def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict[str, Any]]:
     """Signals in (new) kernel-log lines: XIDs classified by the catalog, then the patterns.
 
@@ -306,12 +280,14 @@ def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict
                     pci=ev.pci,
                 )
             )
+            if _FALLEN in msg and _FALLEN not in line:  # said by a continuation line (11.2)
+                out.append(sig("gpu_lost", CRITICAL, t, msg[-200:], pci=ev.pci))
             prev_nvrm = True
             continue
         if _TASK_LED.match(msg):
             prev_nvrm = False
             continue
-        if prev_nvrm and re.match(r"GPU has fallen off the bus", msg):
+        if prev_nvrm and msg.startswith(_FALLEN):
             msg = "NVRM: " + msg  # the driver's continuation record of the line before (11.2)
         prev_nvrm = msg.startswith("NVRM:")
         for p in PATTERNS:
@@ -526,14 +502,12 @@ def merge_comment(existing: str, tag: str) -> str:
     """Append ``tag`` to an AdminComment without clobbering it (10.11).
 
     The admin's text is kept byte for byte (lines, whitespace, length); only an older aegis
-    ``hw=`` tag of ours (with the one space we put before it) is replaced.  Nothing is cut:
+    ``hw=`` tag of ours (with the one space we put before it) is replaced, so re-tagging is
+    idempotent.  Nothing is cut:
     Slurm stores AdminComment as text, so a long comment stays long.
     """
     base = _TAG_SPACED_RE.sub("", existing or "")
-    if not base.strip():
-        return tag
-    sep = "" if base.endswith((" ", "\n")) else " "
-    return f"{base}{sep}{tag}"
+    return f"{base} {tag}" if base.strip() else tag
 
 
 _TAG_SPACED_RE = re.compile(r" ?" + _TAG_RE.pattern)
