@@ -72,18 +72,20 @@ def append(
     _mkdir_private(d)
     line = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
     path = d / FILE
-    lock_fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    lock_fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        for stale in d.glob(FILE + TMP_MARK + "*"):  # a killed writer's leftovers
-            with contextlib.suppress(OSError):
-                stale.unlink()
+        for pattern in (FILE + TMP_MARK + "*", f".{FILE}{TMP_MARK}*"):  # killed writers' leftovers
+            for stale in d.glob(pattern):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
         kept: list[str] = []
         with contextlib.suppress(FileNotFoundError):
             key = _key(record)
             for old in path.read_text(errors="replace").splitlines(keepends=True):
                 try:
-                    if _key(json.loads(old)) == key:
+                    prev = json.loads(old)
+                    if isinstance(prev, dict) and _key(prev) == key:
                         continue
                 except ValueError:
                     pass  # not ours to judge; keep the bytes as they are
@@ -92,15 +94,8 @@ def append(
         if kept and size + len(line.encode()) > max_bytes:
             _rotate(d, keep)
             kept = []
-        tmp = d / f"{FILE}{TMP_MARK}{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, "".join([*kept, line]).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(d)
+        # the one atomic durable write: temp file, fsync, rename, fsync the directory
+        files.atomic_write(path, "".join([*kept, line]))
     finally:
         os.close(lock_fd)  # releases the flock
     return path
