@@ -490,3 +490,21 @@ def test_10_20_every_node_module_imports_stdlib_only():
         cwd=REPO,
     ).stdout.strip()
     assert out == "[] []"
+
+
+# ---- 10.8: a config read that blocks is bounded by the watchdog armed first -----------------
+
+
+def test_10_8_hung_config_read_never_hangs_the_teardown(tmp_path):
+    import time
+
+    fifo = tmp_path / "cbd.toml"
+    os.mkfifo(fifo)  # open() blocks like a site file on a hung NFS mount
+    ep = config.defaults()["epilog"]
+    t0 = time.monotonic()
+    r = hook(fifo, 31)
+    assert r.returncode == 0 and "watchdog fired" in r.stderr, r.stderr
+    assert time.monotonic() - t0 < ep["watchdog_s"] + ep["watchdog_grace_s"] + 10
+    assert (config.defaults()["runtime"]["state_dir"] != str(tmp_path)) and not list(
+        tmp_path.rglob("*.jsonl")
+    )
