@@ -127,41 +127,42 @@ _SYSLOG_OTHER = re.compile(r"^" + _SYSLOG_HEAD + r"[^\s:]+:")
 _DMESG_HEAD = re.compile(r"^(?:[a-z]+ *:[a-z]+ *: )?(?:" + _STAMP + r" ?)?")
 #: a message that starts by quoting a task ("comm[pid]: segfault at ...", "traps: comm[pid]
 #: general protection ..."): comm is the user's chosen process name (<= 15 chars)
-_TASK_LED = re.compile(r"^(?:traps: )?.{1,15}\[\d+\]:? ")
+_TASK_LED = re.compile(r"^(?:traps: )?.{1,15}\[\d+\]:? |^audit[:(]")
+# (audit records quote a task's comm and exe path: user-chosen text of any length)
 
 
-def kernel_messages(lines: list[str]) -> list[tuple[str, str]]:
-    """(line, message) for every kernel-written message in ``lines``, continuations joined.
+def kernel_messages(lines: list[str]) -> list[tuple[str, str, bool]]:
+    """(line, message, first part of its line) for every kernel-written message in ``lines``.
 
-    A /dev/kmsg record's escaped newlines (``\\x0a``) and a dmesg record's indented
-    continuation lines belong to the message before them (the NVIDIA driver splits "GPU has
-    fallen off the bus" that way, 11.2); /dev/kmsg dictionary lines (`` SUBSYSTEM=...``) and
-    syslog lines of any other program are dropped: a user can write those.
+    A dmesg record's indented continuation lines are joined to the message before them; a
+    /dev/kmsg record's escaped newlines (``\\x0a``) split it into one message per part (the
+    NVIDIA driver prints "GPU has fallen off the bus" either way, 11.2).  /dev/kmsg dictionary
+    lines (`` SUBSYSTEM=...``) and syslog lines of any other program are dropped: a user can
+    write those.
     """
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, bool]] = []
     for raw in lines:
         if raw[:1] in (" ", "\t") and out:
             cont = raw.strip()
             if cont and not re.match(r"^[A-Z_]+=", cont):  # kmsg dictionary: not message text
-                line, msg = out[-1]
-                out[-1] = (line, f"{msg} {cont}")
+                line, msg, first = out[-1]
+                out[-1] = (line, f"{msg} {cont}", first)
             continue
         line = raw.strip()
         if not line:
             continue
         if m := _KMSG_HEAD.match(line):
-            msg = line[m.end() :].replace("\\x0a", "\n")
-            parts = [p.strip() for p in msg.split("\n") if p.strip()]
-            msg = " ".join(parts)
-        elif m := _SYSLOG_KERNEL.match(line):
+            parts = [p.strip() for p in line[m.end() :].split("\\x0a")]
+            out += [(line, p, i == 0) for i, p in enumerate(parts) if p]
+            continue
+        if m := _SYSLOG_KERNEL.match(line):
             msg = line[m.end() :]
         elif _SYSLOG_OTHER.match(line):
             continue  # another program's syslog line: anyone can write those
         else:
             msg = line[_DMESG_HEAD.match(line).end() :]  # type: ignore[union-attr]
-        msg = msg.strip()
-        if msg:
-            out.append((line, msg))
+        if msg.strip():
+            out.append((line, msg.strip(), True))
     return out
 
 
@@ -184,7 +185,7 @@ _DEV = (
 )
 _NVRM = r"NVRM: (?:GPU (?:at PCI:)?[0-9a-fA-F:.]+:? (?:GPU-[0-9a-fA-F-]+ )?)?"
 PATTERNS: tuple[Pattern, ...] = (
-    Pattern("gpu_lost", CRITICAL, re.compile(_NVRM + r"(?:.* )?GPU has fallen off the bus")),
+    Pattern("gpu_lost", CRITICAL, re.compile(_NVRM + r"GPU has fallen off the bus")),
     Pattern(
         "gpu_driver",
         CRITICAL,
@@ -247,7 +248,9 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "conn_reset",
         DISTRIBUTED,
-        re.compile(r".*[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"),
+        re.compile(
+            r"[\w.-]+: .*[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"
+        ),
         1,
     ),
 )
@@ -264,9 +267,9 @@ def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict
     """
     out: list[dict[str, Any]] = []
     prev_nvrm = False
-    for line, msg in kernel_messages(lines):
+    for line, msg, first in kernel_messages(lines):
         t = line_time(line, boot_epoch, now)
-        events = xidcat.parse_xids(line)
+        events = xidcat.parse_xids(line) if first else []
         if events:
             ev = events[0]
             info = xidcat.classify(ev.code)

@@ -130,6 +130,8 @@ def test_10_1_user_process_names_never_become_signals(tmp_path):
         "Serial Number: 1650124014249\\x0aNVRM: GPU has fallen off the bus.\n"
         " SUBSYSTEM=pci\n DEVICE=+pci:0000:01:00.0\n",
         "4,9101,6000000002,-;NVRM: GPU 0000:01:00.0: GPU has fallen off the bus.\n",
+        "4,9102,6000000003,-;NVRM: Xid (PCI:0000:01:00): 79, pid=811977, name=nvidia-smi,"
+        "\\x0aGPU has fallen off the bus.\n",
         "Feb 23 16:24:18 gpu01 kernel: NVRM: GPU has fallen off the bus.\n",
     ],
 )
@@ -508,3 +510,13 @@ def test_10_8_hung_config_read_never_hangs_the_teardown(tmp_path):
     assert (config.defaults()["runtime"]["state_dir"] != str(tmp_path)) and not list(
         tmp_path.rglob("*.jsonl")
     )
+
+
+def test_10_1_audit_records_and_driver_version_strings_are_user_text():
+    lines = [
+        "[ 7000.1] audit: type=1326 audit(1700000000.123:45): auid=1000 uid=1000 pid=4250 "
+        'comm="x" exe="/home/alice/nfs: server evil not responding Connection reset by peer"',
+        "[ 7000.2] NVRM: API mismatch: the client has the version GPU has fallen off the bus, "
+        "but this kernel module has the version 535.129.03.",
+    ]
+    assert sg.kernel_signals(lines, 0.0, NOW) == []
