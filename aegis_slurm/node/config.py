@@ -94,10 +94,6 @@ def load(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     return tt.load(defaults(), schema(), site_path(path))
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    return tt.merge(base, over)
-
-
 __all__ = ["ConfigError", "expand_hostlist", "expectations", "load", "policy"]
 
 

@@ -17,7 +17,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from aegis_slurm.node import export, files, probes
 
@@ -85,7 +84,3 @@ def say(hook: str, level: str, message: str, use_syslog: bool = True) -> None:
     export.log(level, f"{hook}: {message}", use_syslog)
     with contextlib.suppress(Exception):
         print(f"{hook}: {message}", file=sys.stderr, flush=True)
-
-
-def counter_dir(state_dir: str, host: str) -> Path:
-    return Path(state_dir) / files.safe_name(host)
