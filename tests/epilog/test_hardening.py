@@ -520,3 +520,33 @@ def test_10_1_audit_records_and_driver_version_strings_are_user_text():
         "but this kernel module has the version 535.129.03.",
     ]
     assert sg.kernel_signals(lines, 0.0, NOW) == []
+
+
+# ---- 10.7: state files of the wrong shape are repaired, never fatal ---------------------------
+
+
+@pytest.mark.parametrize("content", ['{"gpu": []}', '{"kernel": "x", "ib": [1]}', "[]", "{bad"])
+def test_10_7_epilog_state_of_the_wrong_shape_is_repaired(tmp_path, content):
+    cfg = site(tmp_path)
+    d = tmp_path / "state" / "gpu01"
+    d.mkdir(parents=True)
+    (d / "epilog.json").write_text(content)
+    for job in (41, 42):
+        r = hook(cfg, job)
+        assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
+    assert set(records(tmp_path)) == {"41", "42"}  # spooling goes on
+    st = json.loads((d / "epilog.json").read_text())
+    assert isinstance(st["gpu"], dict) and len(st["gpu"]) == 8
+    assert (d / "epilog_state_repaired").read_text() == "1"
+
+
+def test_10_7_loop_guard_state_of_the_wrong_shape_is_repaired(tmp_path):
+    cfg = site(tmp_path)
+    loops = tmp_path / "state" / "ctld" / "loops.json"
+    loops.parent.mkdir(parents=True)
+    loops.write_text('{"jobs": [], "held": {"1": 5}}')
+    fake = FakeSlurm(tmp_path, ["gpu01"])
+    r = hook(cfg, 43, path=fake.path, SLURM_SCRIPT_CONTEXT="epilog_slurmctld")
+    assert r.returncode == 0 and "internal error" not in r.stderr, r.stderr
+    st = json.loads(loops.read_text())
+    assert [h["run"] for h in st["jobs"]["43"]] == [0] and st["held"] == {}
