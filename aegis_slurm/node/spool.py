@@ -43,13 +43,6 @@ def _key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
-def _mkdir_private(d: Path) -> None:
-    files.private_dir(d)
-
-
-_fsync_dir = files.fsync_dir
-
-
 def node_dir(spool_dir: str | os.PathLike[str], node: str) -> Path:
     try:
         return Path(spool_dir) / files.safe_name(node)
@@ -67,9 +60,9 @@ def append(
     """Durably add ``record`` (must have ``node``); a record with the same (cluster, job_id, run,
     node) replaces the older one (an Epilog re-run is idempotent).  Returns the file path."""
     root = Path(spool_dir)
-    _mkdir_private(root)
+    files.private_dir(root)
     d = node_dir(root, str(record["node"]))
-    _mkdir_private(d)
+    files.private_dir(d)
     line = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
     path = d / FILE
     lock_fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -118,7 +111,7 @@ def _rotate(d: Path, keep: int) -> None:
             os.replace(d / f"{FILE}.{i}", d / f"{FILE}.{i + 1}")
     if keep > 0:
         os.replace(d / FILE, d / f"{FILE}.1")
-    _fsync_dir(d)
+    files.fsync_dir(d)
 
 
 def spool_files(paths: list[str | os.PathLike[str]]) -> list[Path]:
