@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,55 @@ SIGNAL_SCHEMA = {
 }
 
 
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_KINDS = ("critical", "distributed", "info")
+QUARANTINE = Path("signals") / "quarantine.jsonl"
+
+
+def invalid(rec: Any) -> str | None:
+    """Why an Epilog record cannot go into the store, or None when it is valid (10.12).
+
+    The spool is written as root, but its fields come partly from the job's environment and a
+    record can be damaged on disk: every field the store and the analytics use is checked.
+    """
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    node, jid, run = rec.get("node"), rec.get("job_id"), rec.get("run", 0)
+    if not isinstance(node, str) or not _NODE.match(node):
+        return f"bad node {node!r:.40}"
+    if isinstance(jid, bool) or not isinstance(jid, (str, int)) or not str(jid).isdigit():
+        return f"bad job_id {jid!r:.40}"
+    if len(str(jid)) > 20:
+        return "job_id too long"
+    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < 2**31:
+        return f"bad run {run!r:.40}"
+    for k in ("cluster", "exit_code", "partition", "captured_at"):
+        if k in rec and not isinstance(rec[k], str):
+            return f"{k} is not a string"
+    if not isinstance(rec.get("captured_at"), str):
+        return "no captured_at"
+    try:
+        datetime.fromisoformat(rec["captured_at"])
+    except ValueError:
+        return f"bad captured_at {rec['captured_at']!r:.40}"
+    sigs = rec.get("signals", [])
+    if not isinstance(sigs, list):
+        return "signals is not a list"
+    for s in sigs:
+        if not isinstance(s, dict) or not isinstance(s.get("signal"), str):
+            return "a signal is not an object with a name"
+        if s.get("kind") not in _KINDS:
+            return f"signal kind {s.get('kind')!r:.40}"
+        for k in ("time", "detail"):
+            if s.get(k) is not None and not isinstance(s[k], str):
+                return f"signal {k} is not a string"
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "invalid UTF-8 (lone surrogate) in a field"
+    return None
+
+
 def _row(rec: dict[str, Any]) -> dict[str, Any]:
     return {
         "cluster": str(rec.get("cluster", "")),
@@ -83,13 +134,21 @@ def collect(spools: list[Path], store: Path) -> dict[str, Any]:
     """Merge every record under ``spools`` into ``store``.  Returns counts (idempotent)."""
     errors: list[str] = []
     fresh: dict[tuple[Any, ...], dict[str, Any]] = {}
+    bad: list[dict[str, Any]] = []
     read = 0
     for rec in spool.read_records(list(spools), errors):
         read += 1
-        try:
-            row = _row(rec)
-        except (TypeError, ValueError) as e:
-            errors.append(f"record {rec.get('node')}/{rec.get('job_id')}: {e}")
+        why = invalid(rec)
+        if why is None:
+            try:
+                row = _row(rec)
+            except (TypeError, ValueError) as e:
+                why = str(e)
+        if why is not None:
+            errors.append(
+                f"record {str(rec.get('node'))[:40]}/{str(rec.get('job_id'))[:40]}: {why}"
+            )
+            bad.append({"reason": why, "record": rec})
             continue
         key = tuple(row[k] for k in KEY)
         old = fresh.get(key)
@@ -106,8 +165,12 @@ def collect(spools: list[Path], store: Path) -> dict[str, Any]:
         "unchanged": len(fresh) - added - updated,
         "errors": errors[:50],
         "n_errors": len(errors),
+        "quarantined": len(bad),
         "store": str(store),
     }
+    if bad:  # kept for the admin, out of the store (rewritten per collect: no duplicates)
+        text = "".join(json.dumps(b, sort_keys=True) + "\n" for b in bad)
+        _write_text(Path(store) / QUARANTINE, text)
     if added or updated:
         new = _frame(list(fresh.values()))
         keep = old.join(new.select(KEY), on=list(KEY), how="anti") if not old.is_empty() else old
@@ -131,12 +194,22 @@ def _write_parquet(path: Path, df: pl.DataFrame) -> None:
         raise
 
 
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def records_to_signals(records: pl.DataFrame) -> pl.DataFrame:
     """The node-signal frame (one row per signal) from stored records."""
     rows = []
     for r in records.iter_rows(named=True):
         rec = json.loads(r["record"])
         for s in rec.get("signals", []):
+            if not isinstance(s, dict):
+                continue  # stored by an older version without validation
             rows.append(
                 {
                     "node": r["node"],
@@ -173,7 +246,7 @@ def job_records(store: Path | None, spools: list[Path], job_id: str) -> list[dic
             rec = json.loads(r["record"])
             found[tuple(_row(rec)[k] for k in KEY)] = rec
     for rec in spool.read_records(list(spools)):
-        if str(rec.get("job_id")) == str(job_id):
+        if str(rec.get("job_id")) == str(job_id) and invalid(rec) is None:
             key = tuple(_row(rec)[k] for k in KEY)
             if key not in found or str(rec.get("captured_at")) >= str(
                 found[key].get("captured_at")
@@ -190,7 +263,7 @@ def blame_history(store: Path | None, spools: list[Path], exclude_job: str) -> d
         recs += [json.loads(x) for x in load_records(store)["record"].to_list()]
     recs += list(spool.read_records(list(spools)))
     for rec in recs:
-        if str(rec.get("job_id")) == str(exclude_job):
+        if str(rec.get("job_id")) == str(exclude_job) or invalid(rec) is not None:
             continue
         if any(s.get("kind") == "critical" for s in rec.get("signals", [])):
             counts.setdefault(str(rec["node"]), set()).add(

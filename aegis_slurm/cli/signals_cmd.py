@@ -71,7 +71,17 @@ def _job_from_store(store: Path | None, job_id: str) -> dict[str, Any] | None:
         "run_index": last["run_index"],
         "runs": len(runs),
         "end_time": last["end_time"].isoformat() if last["end_time"] else None,
+        "admin_comment": last.get("admin_comment") or "",
     }
+
+
+def _tag_nodes(comment: str) -> dict[str, str]:
+    """node -> signal of the ``aegis:v1;hw=`` tag in an AdminComment ({} when none)."""
+    import re
+
+    m = re.search(r"aegis:v1;hw=([^;\s]+)", comment or "")
+    pairs = (p.rpartition(":") for p in (m.group(1).split(",") if m else []))
+    return {node: sig for node, _, sig in pairs if node and sig}
 
 
 @click.command("diagnose")
@@ -148,15 +158,22 @@ def diagnose(
         raise SystemExit(EXIT_NO_DATA)
     chosen = run if run is not None else max(int(r.get("run", 0)) for r in recs)
     recs = [r for r in recs if int(r.get("run", 0)) == chosen]
+    try:
+        listed = expand_hostlist(nodes) if nodes else []
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--nodes") from None
     job_nodes = (
-        expand_hostlist(nodes)
-        if nodes
-        else (info or {}).get("nodes") or sorted({str(r["node"]) for r in recs})
+        listed if nodes else (info or {}).get("nodes") or sorted({str(r["node"]) for r in recs})
     )
     state = job_state or (info or {}).get("state") or "FAILED"
     history = blame_history(store, list(spools), job_id)
     d = algorithm1(
-        job_nodes, recs, job_state=state, history=history, repair_after=repair_after
+        job_nodes,
+        recs,
+        job_state=state,
+        history=history,
+        repair_after=repair_after,
+        tagged=_tag_nodes((info or {}).get("admin_comment", "")),
     ).to_dict()
     out = {
         "job_id": job_id,

@@ -10,18 +10,16 @@ needed it, never ``pass``.  A check that raises is an aegis bug: ``probe_error``
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import json
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aegis_slurm.node import checks, config, parse, probes
+from aegis_slurm.node import checks, config, klog, parse, probes
 from aegis_slurm.node import xid as xidcat
 from aegis_slurm.node.verdict import PROBE_ERROR, Verdict
 
@@ -56,32 +54,28 @@ def _smi(raw: str, st: RunState) -> parse.NvidiaSmiQuery:
 
 
 def _new_xids(raw: str, st: RunState) -> list[xidcat.XidEvent]:
-    """XID lines not seen by an earlier run in this boot (fingerprints kept in state).
+    """XID lines after the kernel-log position saved by an earlier run in this boot.
 
-    The fingerprints of the new lines go to ``xid_pending``; :func:`mark_xids_seen` marks them
-    seen once the verdict was acted on (the Prolog does that only after a drain succeeded, so an
+    The position after this run's lines goes to ``xid_pending``; :func:`mark_xids_seen` commits
+    it once the verdict was acted on (the Prolog does that only after a drain succeeded, so an
     XID whose drain was stopped by the storm guard or a dead slurmctld is judged again next run).
+    A position, not a bounded list of seen lines: an XID the admin handled never comes back,
+    however many harmless lines follow it (10.4).
     """
     if st.data.get("boot_id") != st.boot_id:
-        st.data["xid_seen"] = []
+        st.data.pop("xid_pos", None)
         st.data["boot_id"] = st.boot_id
-    seen = set(st.data.get("xid_seen", []))
-    new, keys = [], []
-    for ev in xidcat.parse_xids(raw):
-        key = hashlib.sha1(ev.line.encode(), usedforsecurity=False).hexdigest()[:16]
-        if key not in seen:
-            new.append(ev)
-            seen.add(key)
-            keys.append(key)
-    st.data["xid_pending"] = keys
-    return new
+    fresh, pos = klog.since(raw, st.data.get("xid_pos"))
+    st.data["xid_pending"] = pos
+    return xidcat.parse_xids("\n".join(fresh))
 
 
 def mark_xids_seen(state: dict[str, Any]) -> None:
-    """Mark the XID lines of the last run as seen (they will not be reported again this boot)."""
-    keys = state.pop("xid_pending", [])
-    if keys:
-        state["xid_seen"] = (state.get("xid_seen", []) + keys)[-5000:]
+    """Commit the kernel-log position of the last run (its XIDs will not be reported again)."""
+    pos = state.pop("xid_pending", None)
+    if isinstance(pos, dict):
+        state["xid_pos"] = pos
+    state.pop("xid_seen", None)  # the bounded list of older versions
 
 
 def _ib_ports(raw: Any, st: RunState) -> list[parse.IbPort]:
@@ -199,53 +193,6 @@ def resolve_expectations(cfg: dict[str, Any], host: str) -> dict[str, Any]:
     return exp
 
 
-@contextlib.contextmanager
-def node_state(state_dir: str | Path, host: str) -> Iterator[dict[str, Any]]:
-    """Load/modify/save ``<state_dir>/<host>/state.json`` under an exclusive flock.
-
-    Per-host subdirectory because several slurmds may share one filesystem (testbeds, or
-    multiple-slurmd setups).  A corrupt file is replaced, not fatal.
-    """
-    d = private_dir(Path(state_dir) / host)  # never chmod state_dir itself (could be /tmp)
-    lock = os.open(d / "state.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-    try:
-        os.fchmod(lock, 0o600)
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        path = d / "state.json"
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with os.fdopen(fd) as f:
-                data = json.loads(f.read())
-            if not isinstance(data, dict):
-                data = {}
-        except (OSError, ValueError):
-            data = {}
-        yield data
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, sort_keys=True))
-        os.replace(tmp, path)
-    finally:
-        os.close(lock)
-
-
-def private_dir(d: Path) -> Path:
-    """``d`` created (with parents) as a real directory with mode 0700, an existing one
-    re-chmodded; a symlink in its place is refused (OSError)."""
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        os.fchmod(fd, 0o700)
-    finally:
-        os.close(fd)
-    return d
-
-
 def run(
     cfg: dict[str, Any],
     host: str,
@@ -261,7 +208,7 @@ def run(
     """Run the checks of ``profile`` ("light" or "full" = light + full) and return verdicts.
 
     ``overrides`` replaces probe functions (tests: recorded output); ``state`` is the mutable
-    per-node state dict (see :func:`node_state`), a throwaway dict when None.  ``context`` is
+    per-node state dict (the Prolog's ``state.json``), a throwaway dict when None.  ``context`` is
     merged into the expectations (the Prolog passes ``gpu_scope``/``job_gpus``, see
     :func:`checks.scoped_gpus`).  ``commit_xids=False`` leaves new XID lines pending until the
     caller calls :func:`mark_xids_seen`.

@@ -1,64 +1,158 @@
-"""CBD configuration: defaults (``cbd_default.toml``) merged with the site file, per node type."""
+"""Hook configuration: typed, validated settings for the Prolog and the Epilog.  Stdlib only.
+
+The default files (``cbd_default.toml``, ``epilog_default.toml``) are the one source of defaults
+and of the schema (:mod:`aegis_slurm.node.typedtoml`): a key added there with its default is
+known, typed and validated at once.  The site file (``/etc/aegis-slurm/cbd.toml`` or
+``$AEGIS_CBD_CONFIG``) is merged over them; an unknown key or a wrong type is a
+:class:`~aegis_slurm.errors.ConfigError` (the hooks fail open and say why, 10.6).  Only the
+exceptions a default value cannot express are declared here (:data:`DECLARED`).
+"""
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from aegis_slurm.errors import ConfigError
+from aegis_slurm.node import typedtoml as tt
+
 DEFAULT_PATH = Path(__file__).with_name("cbd_default.toml")
+EPILOG_DEFAULT_PATH = Path(__file__).with_name("epilog_default.toml")
 SITE_PATH = Path("/etc/aegis-slurm/cbd.toml")
 ENV_VAR = "AEGIS_CBD_CONFIG"
 ACTIONS = ("drain", "alert", "log", "ignore")
+_ARGV = tt.ListOf(tt.Scalar(str))
+
+#: what the default values cannot say (dotted paths; ``[]`` = list element)
+DECLARED: dict[str, tt.Spec] = {
+    "expect.gpus": tt.Union((tt.Scalar(int, 0), tt.Choice(("slurm",)))),
+    "expect.time_sync": tt.Choice(("require", "warn", "off")),
+    "expect.xid_ignore": tt.ListOf(tt.Scalar(int, 0)),
+    "expect.nics": tt.ListOf(tt.Scalar(str)),
+    "expect.mounts": tt.ListOf(tt.Scalar(str)),
+    "expect.services": tt.ListOf(tt.Scalar(str)),
+    "guard.max_drained_share": tt.Scalar(float, 0, False, 1),
+    "epilog.ctld_spool_dirs": tt.ListOf(tt.Scalar(str)),
+    "epilog.min_nodes_auto": tt.Scalar(int, 1),
+    "loop_guard.ignore_exit_signals": tt.ListOf(tt.Scalar(int, 1, False, 255)),
+    "probes": tt.MapOf(_ARGV),  # probe name -> argv
+}
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+def _policy_row(defaults: dict[str, Any]) -> tt.Spec:
+    row = tt.derive(defaults["policy"]["default"], "policy.default")
+    assert isinstance(row, tt.Table)
+    keys = dict(row.keys)
+    for verdict in ("fail", "warn", "probe_error"):
+        keys[verdict] = tt.Choice(ACTIONS)
+    return tt.Table(keys)
+
+
+@functools.cache
+def defaults() -> dict[str, Any]:
+    """The two default files merged (read once per process; they live in the package)."""
+    return tt.merge(tt.read(DEFAULT_PATH), tt.read(EPILOG_DEFAULT_PATH))
+
+
+@functools.cache
+def schema() -> tt.Table:
+    """The site file's schema, derived from :func:`defaults` plus :data:`DECLARED`."""
+    d = defaults()
+    declared = dict(DECLARED)
+    declared["policy"] = tt.MapOf(_policy_row(d))  # policy.<check>: rows like policy.default
+    base = tt.derive(d, "", declared)
+    assert isinstance(base, tt.Table)
+    expect = base.keys["expect"]
+    assert isinstance(expect, tt.Table)
+    # [[nodetype]]: any [expect] key, plus the hosts it matches and per-type probe argv
+    nodetype = tt.Table(
+        {**expect.keys, "match": tt.ListOf(tt.Scalar(str)), "probes": declared["probes"]}
+    )
+    lg = base.keys["loop_guard"]
+    assert isinstance(lg, tt.Table)
+    keys = dict(base.keys)
+    keys["nodetype"] = tt.ListOf(nodetype)
+    keys["loop_guard"] = tt.Table({**lg.keys, "partition": tt.MapOf(tt.Table(dict(lg.keys)))})
+    return tt.Table(keys)
+
+
+def site_path(path: str | os.PathLike[str] | None = None) -> Path | None:
+    """``path``, else $AEGIS_CBD_CONFIG, else /etc/aegis-slurm/cbd.toml when it exists."""
+    if path:
+        return Path(path)
+    if os.environ.get(ENV_VAR):
+        return Path(os.environ[ENV_VAR])
+    return SITE_PATH if SITE_PATH.exists() else None
 
 
 def load(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
-    """Defaults merged with ``path`` (or $AEGIS_CBD_CONFIG, or /etc/aegis-slurm/cbd.toml)."""
-    with DEFAULT_PATH.open("rb") as f:
-        cfg = tomllib.load(f)
-    site = (
-        Path(path)
-        if path
-        else Path(os.environ[ENV_VAR])
-        if os.environ.get(ENV_VAR)
-        else (SITE_PATH if SITE_PATH.exists() else None)
-    )
-    if site is not None:
-        with site.open("rb") as f:
-            cfg = _merge(cfg, tomllib.load(f))
-    for check, pol in cfg.get("policy", {}).items():
-        for verdict in ("fail", "warn", "probe_error"):
-            if verdict in pol and pol[verdict] not in ACTIONS:
-                raise ValueError(f"policy.{check}.{verdict} = {pol[verdict]!r}; use {ACTIONS}")
-    return cfg
+    """Defaults merged with the validated site file (``path``, $AEGIS_CBD_CONFIG, /etc/...)."""
+    return tt.load(defaults(), schema(), site_path(path))
+
+
+__all__ = ["ConfigError", "expand_hostlist", "expectations", "load", "policy"]
 
 
 def expand_hostlist(expr: str) -> list[str]:
-    """Expand a Slurm-style host list: ``node[1-3,7],gpu[001-002]`` -> names."""
+    """Expand a Slurm host list: ``node[1-3,7],gpu[01-02]-ib[1-2]`` -> names (10.18).
+
+    python-hostlist's semantics, stdlib only: every bracket group of a name multiplies (the
+    leftmost varies slowest), a range keeps the width of its low bound (``[009-11]`` ->
+    ``009 010 011``), duplicates are dropped keeping the first.  A malformed expression
+    (unbalanced bracket, reversed range, non-numeric range) raises ValueError.
+    """
     out: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", expr):
-        m = re.match(r"^(.*?)\[([^\]]*)\](.*)$", part)
-        if not m:
-            out.append(part)
+    for part in _split_top(expr):
+        for name in _expand_one(part):
+            out.append(name)
+    return list(dict.fromkeys(out))
+
+
+def _split_top(expr: str) -> list[str]:
+    """Split on commas outside brackets."""
+    parts, cur, depth = [], [], 0
+    for c in expr:
+        if c == "[":
+            depth += 1
+            if depth > 1:
+                raise ValueError(f"nested bracket in host list {expr!r}")
+        elif c == "]":
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f"unbalanced bracket in host list {expr!r}")
+        if c == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c)
+    if depth:
+        raise ValueError(f"unbalanced bracket in host list {expr!r}")
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _expand_one(part: str) -> list[str]:
+    m = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", part)
+    if not m:
+        return [part]
+    pre, body, post = m.groups()
+    items: list[str] = []
+    for rng in body.split(","):
+        lo, dash, hi = rng.strip().partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"bad range [{body}] in host list {part!r}")
+        if not dash:
+            items.append(lo)
             continue
-        pre, body, post = m.groups()
-        for rng in body.split(","):
-            lo, _, hi = rng.partition("-")
-            if hi:
-                out += [f"{pre}{i:0{len(lo)}d}{post}" for i in range(int(lo), int(hi) + 1)]
-            else:
-                out.append(f"{pre}{lo}{post}")
-    return out
+        if int(hi) < int(lo):
+            raise ValueError(f"reversed range [{body}] in host list {part!r}")
+        items += [f"{i:0{len(lo)}d}" for i in range(int(lo), int(hi) + 1)]
+    rest = _expand_one(post)
+    return [f"{pre}{i}{r}" for i in items for r in rest]
 
 
 def host_matches(host: str, pattern: str) -> bool:
@@ -66,7 +160,10 @@ def host_matches(host: str, pattern: str) -> bool:
     if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
         return re.search(pattern[1:-1], host) is not None
     if "[" in pattern and re.search(r"\[\d", pattern):
-        return host in expand_hostlist(pattern)
+        try:
+            return host in expand_hostlist(pattern)
+        except ValueError:
+            return False
     return fnmatch.fnmatchcase(host, pattern)
 
 
@@ -104,6 +201,13 @@ def _gres_gpus(gres: str) -> int:
     return total
 
 
+def _names(expr: str) -> list[str]:
+    try:
+        return expand_hostlist(expr)
+    except ValueError:
+        return []
+
+
 def slurm_gpu_count(slurm_conf_text: str, node: str) -> int | None:
     """GPU count Slurm believes ``node`` has, from ``Gres=gpu[:type]:N`` on its NodeName line.
 
@@ -122,6 +226,6 @@ def slurm_gpu_count(slurm_conf_text: str, node: str) -> int | None:
         if m.group(1).upper() == "DEFAULT":
             if g:
                 default = _gres_gpus(g.group(1))
-        elif node in expand_hostlist(m.group(1)):
+        elif node in _names(m.group(1)):
             found = _gres_gpus(g.group(1)) if g else default
     return found

@@ -30,7 +30,8 @@ REPAIR_AFTER = 3
 
 @dataclass
 class Diagnosis:
-    verdict: str  # critical | distributed-few | root-cause | external | distributed | no-signals
+    verdict: str  # critical | distributed-few | root-cause | external | distributed |
+    # node-fail | no-signals
     nodes: list[str]  # the culprit(s) to isolate (empty when none)
     action: str  # summary action
     actions: dict[str, str] = field(default_factory=dict)  # node -> drain+reboot / repair
@@ -86,9 +87,17 @@ def diagnose(
     job_state: str = "FAILED",
     history: dict[str, int] | None = None,
     repair_after: int = REPAIR_AFTER,
+    tagged: dict[str, str] | None = None,
 ) -> Diagnosis:
-    """Algorithm 1 over one run's records.  ``history``: node -> times blamed before."""
+    """Algorithm 1 over one run's records.  ``history``: node -> times blamed before.
+
+    ``tagged``: node -> signal from the job's own ``aegis:v1;hw=`` AdminComment tag.  For a
+    NODE_FAIL job a node tagged ``node_fail`` is critical even when its restarted slurmd's
+    Epilog later wrote a record with no signal (10.16); a NODE_FAIL job is never called an
+    application failure.
+    """
     history = history or {}
+    tagged = tagged or {}
     by_node: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_node.setdefault(str(r["node"]), []).extend(r.get("signals", []))
@@ -96,7 +105,18 @@ def diagnose(
     missing = [n for n in nodes if n not in by_node]
     crit = {n: [s for s in by_node.get(n, []) if s.get("kind") == "critical"] for n in nodes}
     if job_state == "NODE_FAIL":
+        for n in nodes:
+            if tagged.get(n) == "node_fail" and not crit[n]:
+                crit[n] = [
+                    {
+                        "signal": "node_fail",
+                        "kind": "critical",
+                        "detail": "job ended NODE_FAIL; the job's AdminComment tag names this node",
+                    }
+                ]
         for n in missing:
+            if crit.get(n):
+                continue
             crit[n] = [
                 {
                     "signal": "node_fail_no_record",
@@ -166,6 +186,17 @@ def diagnose(
             {},
             ev,
             f"distributed errors on {len(dist)} hosts, no common source or destination",
+            missing,
+        )
+    if job_state == "NODE_FAIL":
+        return Diagnosis(
+            "node-fail",
+            [],
+            "a node of the job went down (NODE_FAIL): find it in slurmctld's log or "
+            "`sacctmgr show event`; not an application failure",
+            {},
+            [],
+            "NODE_FAIL, but no node left a critical signal or a node_fail tag",
             missing,
         )
     return Diagnosis(

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from aegis_slurm.node import files
 from aegis_slurm.node.verdict import STATES, Verdict
 
 
@@ -56,19 +55,10 @@ def prom_text(
 
 
 def write_atomic(directory: str | Path, name: str, text: str) -> Path:
-    """Write via a temp file in the same directory + rename, so the collector never sees half."""
+    """The metrics file via :func:`files.atomic_write` (0644: node_exporter reads it)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            os.fchmod(f.fileno(), 0o644)  # the file we created, not whatever the path is now
-            f.write(text)
-        os.replace(tmp, d / name)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return d / name
+    return files.atomic_write(d / name, text, mode=0o644, durable=False)
 
 
 _syslog_open = False

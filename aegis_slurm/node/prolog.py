@@ -16,73 +16,39 @@ every other non-zero exit (interpreter or import failure, anything before ``main
 from __future__ import annotations
 
 import argparse
-import contextlib
+import copy
 import json
 import os
-import socket
 import sys
-import threading
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from aegis_slurm.node import cbd, config, export, probes, slurm
-from aegis_slurm.node.verdict import FAIL, PASS, PROBE_ERROR, WARN, Verdict
+from aegis_slurm.node import cbd, config, export, files, policy, runtime, slurm
+from aegis_slurm.node import typedtoml as tt
+from aegis_slurm.node.policy import actions_for, gpu_context, update_passes
+from aegis_slurm.node.runtime import node_name as host_name
+from aegis_slurm.node.verdict import PROBE_ERROR, Verdict
+
+__all__ = ["actions_for", "gpu_context", "host_name", "main", "run_hook", "update_passes"]
 
 EXIT_REQUEUE = 1  # run_hook's "node drained, requeue the job" (what Slurm sees, via the wrapper)
 EXIT_DRAIN = 42  # the process exit code for EXIT_REQUEUE; the only one the wrapper passes on
-_SCONTROL_ERRORS = (
-    probes.ProbeMissing,
-    probes.ProbeTimeout,
-    probes.ProbeFailed,
-    OSError,
-    ValueError,
-)
-
-
-def host_name() -> str:
-    """Slurm's node name (SLURMD_NODENAME, several slurmds may share a host), else hostname."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
-
-
-def actions_for(verdicts: list[Verdict], cfg: dict[str, Any]) -> dict[str, list[Verdict]]:
-    """Apply the policy table: verdict -> drain/alert/log/ignore.  Internal errors never drain."""
-    acts: dict[str, list[Verdict]] = {"drain": [], "alert": [], "log": [], "ignore": []}
-    for v in verdicts:
-        if v.state not in (FAIL, WARN, PROBE_ERROR):
-            continue
-        act = config.policy(cfg, v.check).get(v.state, "log")
-        if v.internal and act == "drain":
-            act = "alert"
-        acts.setdefault(act, []).append(v)
-    return acts
-
-
-def update_passes(state: dict[str, Any], verdicts: list[Verdict]) -> dict[str, int]:
-    """Consecutive-pass counters per check (hysteresis for resume)."""
-    passes = state.setdefault("passes", {})
-    for v in verdicts:
-        passes[v.check] = passes.get(v.check, 0) + 1 if v.state == PASS else 0
-    return passes
-
-
-def gpu_context(
-    mode: str, env: dict[str, str] | os._Environ[str], slurm_conf: str | None
-) -> dict[str, Any]:
-    """Which GPUs the job-state-sensitive checks (gpu_processes, clocks_thermal) may judge.
-
-    * prolog: only this job's GPUs (``SLURM_JOB_GPUS``, else ``CUDA_VISIBLE_DEVICES``: minor
-      numbers or UUIDs); on a shared node the other jobs' processes and heat are not ours.
-    * healthcheck: the node may be running jobs unless slurm.conf says
-      ``HealthCheckNodeState=IDLE`` (Slurm's default is ANY), so leftover processes are not
-      judged and a hot GPU is only a warning.
-    """
-    if mode == "prolog":
-        raw = env.get("SLURM_JOB_GPUS") or env.get("CUDA_VISIBLE_DEVICES") or ""
-        return {"gpu_scope": "job", "job_gpus": [t.strip() for t in raw.split(",") if t.strip()]}
-    states = set(config.slurm_conf_values(slurm_conf or "", "HealthCheckNodeState"))
-    return {"gpu_scope": "node" if states - {"CYCLE"} == {"IDLE"} else "busy"}
+HOOK = "aegis-prolog"
+#: state.json keys and their shapes (a key of another shape is dropped and counted, 10.7)
+SHAPE: dict[str, Any] = {
+    "passes": {str: int},
+    "counters": {str: float},
+    "last": dict,
+    "drained": dict,
+    "xid_pos": dict,
+    "xid_pending": dict,
+    "boot_id": str,
+    "ib_counters": {str: {str: int}},
+}
+#: what the probe run may change in the state (folded back in under the lock)
+_RUN_KEYS = ("boot_id", "xid_pos", "xid_pending", "ib_counters")
 
 
 def _bump(state: dict[str, Any], name: str, n: int = 1) -> None:
@@ -90,46 +56,48 @@ def _bump(state: dict[str, Any], name: str, n: int = 1) -> None:
     c[name] = c.get(name, 0) + n
 
 
-def _count_internal_error(cfg: dict[str, Any], host: str) -> float:
-    """Best-effort persistent count of internal errors (separate file: state may be broken)."""
-    try:
-        d = cbd.private_dir(
-            Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / host
-        )
-        fd = os.open(
-            d / "internal_errors", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        with os.fdopen(fd, "r+") as f:
-            n = int(f.read() or 0) + 1
-            f.seek(0)
-            f.truncate()
-            f.write(str(n))
-        return float(n)
-    except Exception:
-        return -1.0
+def _state_dir(cfg: dict[str, Any]) -> str:
+    return str(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm"))
 
 
 def run_hook(
     mode: str, cfg: dict[str, Any], host: str, overrides: dict[str, cbd.ProbeFn] | None = None
 ) -> int:
-    """One Prolog/HealthCheck run: checks, policy, drain/resume, metrics.  Returns exit code."""
+    """One Prolog/HealthCheck run: checks, policy, drain/resume, metrics.  Returns exit code.
+
+    The per-node state lock is held only to read the state and, after the probes, to update
+    it; Prologs of jobs starting together on one node probe concurrently (10.14).
+    """
     rt = cfg.get("runtime", {})
     who = f"{host} job={os.environ.get('SLURM_JOB_ID', '-')} {mode}"
     use_syslog = bool(rt.get("syslog", True))
     to = float(rt.get("scontrol_timeout_s", 5))
     t0 = time.monotonic()
+    path = Path(_state_dir(cfg)) / files.safe_name(host) / "state.json"
+    with files.locked_json(path, SHAPE) as lk:
+        snap = copy.deepcopy(lk.data)
+        repaired = lk.repaired
+        if repaired:
+            _bump(lk.data, "state_repaired", len(repaired))
+    for r in repaired:
+        runtime.say(HOOK, "warning", f"{host}: {r}", use_syslog)
+    ctx = gpu_context(mode, os.environ, cbd.slurm_conf_text())
+    verdicts = cbd.run(
+        cfg, host, "light", overrides=overrides, state=snap, context=ctx, commit_xids=False
+    )
     rc = 0
     storm: list[str] = []
     storm_unknown: list[str] = []
-    with cbd.node_state(rt.get("state_dir", "/var/lib/aegis-slurm"), host) as state:
-        ctx = gpu_context(mode, os.environ, cbd.slurm_conf_text())
-        verdicts = cbd.run(
-            cfg, host, "light", overrides=overrides, state=state, context=ctx, commit_xids=False
-        )
+    with files.locked_json(path, SHAPE) as lk:
+        state = lk.data
+        for k in _RUN_KEYS:
+            if k in snap:
+                state[k] = snap[k]
+            else:
+                state.pop(k, None)
         passes = update_passes(state, verdicts)
         acts = actions_for(verdicts, cfg)
-        # checks that are never auto-resumed (xid) first: theirs is the reason worth keeping
-        acts["drain"].sort(key=lambda v: bool(config.policy(cfg, v.check).get("resume", True)))
+        acts["drain"] = policy.drain_first(acts["drain"], cfg)
         _bump(state, "runs")
         _bump(state, "probe_errors", sum(v.state == PROBE_ERROR for v in verdicts))
         _bump(state, "internal_errors", sum(v.internal for v in verdicts))
@@ -141,21 +109,25 @@ def run_hook(
             )
         now = datetime.now()
         xid_acted = not any(v.check == "xid" for v in acts["drain"])
+        client = slurm.Client(to)
         if acts["drain"]:
             rc, storm, storm_unknown, xid_acted = _drain(
-                mode, cfg, host, state, acts["drain"], now, who, to, use_syslog
+                mode, cfg, client, host, state, acts["drain"], now, who, use_syslog
             )
         elif mode == "healthcheck":
-            _maybe_resume(cfg, host, state, passes, to, use_syslog)
+            _maybe_resume(cfg, client, host, state, passes, use_syslog)
         if xid_acted:
             cbd.mark_xids_seen(state)
-        dur = time.monotonic() - t0
-        if rt.get("textfile_dir"):
-            counters = {k: float(v) for k, v in state.get("counters", {}).items()}
-            state_dir = Path(rt.get("state_dir", "/var/lib/aegis-slurm"))
-            crash_file = state_dir / host / "internal_errors"
-            with contextlib.suppress(OSError, ValueError):  # crashes counted outside the state
-                counters["internal_crashes"] = float(crash_file.read_text() or 0)
+        state["last"] = {
+            "verdicts": [v.to_dict() for v in verdicts],
+            "rc": rc,
+            "at": now.isoformat(timespec="seconds"),
+            "mode": mode,
+        }
+        counters = {k: float(v) for k, v in state.get("counters", {}).items()}
+    if rt.get("textfile_dir"):
+        counters["internal_crashes"] = float(files.read_counter(path.parent, "internal_errors"))
+        try:
             export.write_atomic(
                 rt["textfile_dir"],
                 f"aegis_cbd_{host}.prom",
@@ -163,116 +135,96 @@ def run_hook(
                     verdicts,
                     host=host,
                     profile="light",
-                    duration_s=dur,
+                    duration_s=time.monotonic() - t0,
                     timestamp=time.time(),
                     counters=counters,
                     storm=storm,
                     guard_unavailable=storm_unknown,
                 ),
             )
-        state["last"] = {
-            "verdicts": [v.to_dict() for v in verdicts],
-            "rc": rc,
-            "at": now.isoformat(timespec="seconds"),
-            "mode": mode,
-        }
+        except OSError as e:  # the metrics file is a side output: never changes the outcome
+            files.bump_counter(path.parent, "textfile_errors")
+            runtime.say(HOOK, "err", f"{who} cannot write the metrics file: {e}", use_syslog)
     return rc
 
 
 def _drain(
     mode: str,
     cfg: dict[str, Any],
+    client: slurm.Client,
     host: str,
     state: dict[str, Any],
     failing: list[Verdict],
     now: datetime,
     who: str,
-    to: float,
     use_syslog: bool,
 ) -> tuple[int, list[str], list[str], bool]:
-    """Drain path: guard, drain, second look at the guard.  Returns (rc, checks stopped by the
-    guard, checks whose guard could not be evaluated, whether the xid verdict was acted on).
-
-    Fails open: when slurmctld cannot be read (the guard cannot be evaluated) or the drain
-    itself fails, nothing is drained, the exit code is 0, and it is counted and alerted.
+    """The guarded drain (:func:`slurm.guarded_drain`) and its bookkeeping.  Returns (rc, checks
+    stopped by the guard, checks whose guard could not be evaluated, whether the xid verdict was
+    acted on).  Fails open: slurmctld unreadable or the drain failing -> nothing drained, rc 0.
     """
     want = EXIT_REQUEUE if mode == "prolog" else 0
     checks = [v.check for v in failing]
-    guard = cfg.get("guard", {})
-    try:
-        nodes = slurm.show_nodes(to)
-        if not nodes:
-            raise ValueError("scontrol listed no nodes")
-    except _SCONTROL_ERRORS as e:
+
+    def drained() -> None:  # from here on any exit requeues the job (10.9)
+        if mode == "prolog":
+            runtime.OUTCOME.drained_exit = EXIT_DRAIN
+
+    res = slurm.guarded_drain(client, host, failing, cfg.get("guard", {}), now, drained)
+    if res.action == "guard_unavailable":
         _bump(state, "guard_unavailable")
-        export.log(
+        runtime.say(
+            HOOK,
             "alert",
-            f"{who} would drain for {', '.join(checks)} but cannot read node "
-            f"states ({e}): drain-storm guard unavailable, NOT draining",
+            f"{who} would drain for {', '.join(checks)} but {res.detail}: drain-storm guard "
+            "unavailable, NOT draining",
             use_syslog,
         )
         return 0, [], checks, False
-    plan = slurm.plan_drain(failing, host, nodes, guard, now)
-    if plan.action == "keep":
-        export.log("warning", f"{who} {plan.detail}", use_syslog)
-        owner = slurm.NodeInfo(host, "", plan.reason)
+    if res.action == "kept":
+        export.log("warning", f"{who} {res.detail}", use_syslog)
+        owner = slurm.NodeInfo(host, "", res.reason)
         return want, [], [], not owner.ours or owner.aegis_check() == "xid"
-    if plan.action == "storm":
+    if res.action == "storm":
         _bump(state, "storm_guard_trips")
-        export.log("alert", f"{who} drain-storm guard: NOT draining: {plan.detail}", use_syslog)
+        runtime.say(
+            HOOK, "alert", f"{who} drain-storm guard: NOT draining: {res.detail}", use_syslog
+        )
         return 0, checks, [], False
-    try:
-        slurm.drain(host, plan.reason, to)
-    except _SCONTROL_ERRORS as e:
+    if res.action == "drain_failed":
         _bump(state, "drain_failures")
-        export.log("alert", f"{who} scontrol drain failed ({e}): NOT draining", use_syslog)
-        return 0, [], [plan.check], False
-    # second look: Prologs that failed at the same instant all passed the guard; the ones
-    # ranked beyond it (reason time, then name) undo their own drain
-    try:
-        over, why = slurm.storm_overshoot(plan.check, host, slurm.show_nodes(to), guard, now)
-    except _SCONTROL_ERRORS as e:
-        over, why = False, ""
-        export.log("warning", f"{who} drained; could not re-check the guard: {e}", use_syslog)
-    if over:
-        try:
-            slurm.resume(host, to)
-        except _SCONTROL_ERRORS as e:
-            export.log("err", f"{who} drain-storm guard: undrain failed: {e}", use_syslog)
-        else:
-            _bump(state, "storm_guard_trips")
-            export.log("alert", f"{who} drain-storm guard: undrained again: {why}", use_syslog)
-            return 0, [plan.check], [], False
+        runtime.say(HOOK, "alert", f"{who} {res.detail}: NOT draining", use_syslog)
+        return 0, [], [res.check], False
+    if res.action == "undrained":
+        runtime.OUTCOME.drained_exit = None
+        _bump(state, "storm_guard_trips")
+        runtime.say(
+            HOOK, "alert", f"{who} drain-storm guard: undrained again: {res.detail}", use_syslog
+        )
+        return 0, [res.check], [], False
+    if res.detail:
+        export.log("warning", f"{who} drained; {res.detail}", use_syslog)
     _bump(state, "drains")
     state["drained"] = {
-        "check": plan.check,
-        "reason": plan.reason,
+        "check": res.check,
+        "reason": res.reason,
         "at": now.isoformat(timespec="seconds"),
     }
-    export.log("crit", f"{who} drained: {plan.reason}", use_syslog)
-    return want, [], [], plan.check == "xid"
+    runtime.say(HOOK, "crit", f"{who} drained: {res.reason}", use_syslog)
+    return want, [], [], res.check == "xid"
 
 
 def _maybe_resume(
     cfg: dict[str, Any],
+    client: slurm.Client,
     host: str,
     state: dict[str, Any],
     passes: dict[str, int],
-    to: float,
     use_syslog: bool,
 ) -> None:
     try:
-        me = next(
-            (
-                n
-                for n in slurm.parse_scontrol_nodes(
-                    probes.run_argv(["scontrol", "show", "node", "-o", host], to)
-                )
-                if n.name == host
-            ),
-            None,
-        )
-    except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed):
+        me = next((n for n in client.show_nodes(host) if n.name == host), None)
+    except slurm.ERRORS:
         return
     if me is None or not me.ours:
         return
@@ -280,8 +232,8 @@ def _maybe_resume(
     need = int(cfg.get("runtime", {}).get("resume_after_passes", 3))
     if slurm.should_resume(me, passes, bool(config.policy(cfg, check).get("resume", True)), need):
         try:
-            slurm.resume(host, to)
-        except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed) as e:
+            client.resume(host)
+        except slurm.ERRORS as e:
             export.log("err", f"{host} scontrol resume failed: {e}", use_syslog)
             return
         _bump(state, "resumes")
@@ -293,33 +245,6 @@ def _maybe_resume(
         )
 
 
-def _raw_config(path: str | None) -> dict[str, Any]:
-    """The site TOML without validation, to find state_dir when loading the config failed."""
-    try:
-        import tomllib
-
-        p = path or os.environ.get(config.ENV_VAR) or str(config.SITE_PATH)
-        with open(p, "rb") as f:
-            return tomllib.load(f)
-    except Exception:
-        return {}
-
-
-def _start_watchdog(seconds: float, cfg: dict[str, Any], host: str) -> threading.Timer:
-    """Last line of defence: kill every probe process group and exit 0 (fail open, counted)."""
-
-    def fire() -> None:
-        probes.kill_live_children()
-        _count_internal_error(cfg, host)
-        export.log("alert", f"{host} aegis watchdog fired after {seconds:g}s; exiting 0")
-        os._exit(0)
-
-    t = threading.Timer(seconds, fire)
-    t.daemon = True
-    t.start()
-    return t
-
-
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="aegis-prolog", description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=("prolog", "healthcheck"), default="prolog")
@@ -328,19 +253,50 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def _budget(cfg: dict[str, Any]) -> float:
+    rt = cfg["runtime"]
+    return float(rt["watchdog_s"]) + float(rt["watchdog_grace_s"])
+
+
+def _raw_state_dir(argv: list[str] | None) -> str:
+    """state_dir of the site file without validation (where to count a crash when the config
+    or the arguments are broken); "" when unknown.  Called after the watchdog is armed."""
+    args = sys.argv[1:] if argv is None else argv
+    path = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
+    if path is None and "--config" in args[:-1]:
+        path = args[args.index("--config") + 1]
+    try:
+        site = config.site_path(path)
+        raw = tt.read(site) if site else {}
+        value = raw.get("runtime", {}).get("state_dir", "")
+        return value if isinstance(value, str) else ""
+    except Exception:
+        return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Process exit code: :data:`EXIT_DRAIN` when the node was drained in prolog mode, else 0."""
-    cfg: dict[str, Any] = {}
     host = "?"
-    args = argparse.Namespace(config=None)
+    state_dir = ""
+    counted = False
+
+    def count_crash() -> None:
+        nonlocal counted
+        if state_dir and host != "?" and not counted:
+            counted = True
+            files.bump_counter(Path(state_dir) / host, "internal_errors")
+
+    # armed before anything can block: the default budget, from the package's own defaults
+    dog = runtime.Watchdog(HOOK, count_crash)
     try:
+        dog.arm(_budget(config.defaults()))
+        state_dir = _state_dir(config.defaults())
         host = host_name()
+        state_dir = _raw_state_dir(argv) or state_dir
         args = _parse_args(argv)
         cfg = config.load(args.config)
-        rt = cfg.get("runtime", {})
-        _start_watchdog(
-            float(rt.get("watchdog_s", 25)) + float(rt.get("watchdog_grace_s", 5)), cfg, host
-        )
+        state_dir = _state_dir(cfg)
+        dog.rearm(_budget(cfg))
         rc = run_hook(args.mode, cfg, host)
         if args.print:
             print(json.dumps({"host": host, "rc": rc}))
@@ -348,10 +304,18 @@ def main(argv: list[str] | None = None) -> int:
     except (Exception, SystemExit) as e:  # SystemExit: argparse on bad arguments
         if isinstance(e, SystemExit) and e.code in (0, None):  # --help
             return 0
-        n = _count_internal_error(cfg or _raw_config(args.config), host)
-        export.log("err", f"{host} aegis internal error #{n:g} (exit 0, node untouched): {e!r}")
-        print(f"aegis-prolog: internal error, ignored: {e!r}", file=sys.stderr)
-        return 0
+        rc = runtime.OUTCOME.drained_exit or 0
+        kind = "config error" if isinstance(e, config.ConfigError) else "internal error"
+        count_crash()
+        detail = str(e) if isinstance(e, config.ConfigError) else repr(e)
+        runtime.say(
+            HOOK,
+            "err",
+            f"{host} {kind} (exit {rc}, "
+            + ("node drained, job requeued" if rc else "node untouched")
+            + f"): {detail}",
+        )
+        return rc
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ Aegis (NSDI'25 §4.1, Algorithm 1):
 
 from __future__ import annotations
 
-import hashlib
 import re
 import time
 from dataclasses import dataclass
@@ -89,34 +88,6 @@ def line_time(line: str, boot_epoch: float, now: float | None = None) -> float |
     return None
 
 
-def fingerprint(line: str) -> str:
-    return hashlib.sha1(line.encode(), usedforsecurity=False).hexdigest()[:16]
-
-
-def new_lines(text: str, seen: list[str], keep: int = 20000) -> tuple[list[str], list[str]]:
-    """(lines of ``text`` whose key is not in ``seen``, updated ``seen`` bounded to ``keep``).
-
-    "Since the job started" without trusting any clock: the previous Epilog on this node
-    recorded what it had seen, so what is new belongs to the job(s) that ran since.
-    """
-    known = set(seen)
-    fresh = [(line, key) for line, key in line_keys(text) if key not in known]
-    return [line for line, _ in fresh], (seen + [key for _, key in fresh])[-keep:]
-
-
-def line_keys(text: str) -> list[tuple[str, str]]:
-    """(line, key) pairs; the key counts repeats, so six identical syslog lines stay six."""
-    nth: dict[str, int] = {}
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            fp = fingerprint(line)
-            nth[fp] = nth.get(fp, 0) + 1
-            out.append((line, fp if nth[fp] == 1 else f"{fp}#{nth[fp]}"))
-    return out
-
-
 def collapse(signals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One signal per (signal, device): the first occurrence, with ``count`` when repeated."""
     out: dict[tuple[str, ...], dict[str, Any]] = {}
@@ -135,6 +106,66 @@ def collapse(signals: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+# ---- kernel-log messages ---------------------------------------------------------------------
+
+# What the kernel (not a user) wrote: the record header of /dev/kmsg, a dmesg stamp (raw, -T,
+# --time-format iso, optionally after the --decode "kern  :warn  : " prefix) or a syslog line
+# tagged "kernel:".  Everything after it is the kernel's message, and every pattern below is
+# anchored at the message's start, as the XID matcher is (10.1).
+_STAMP = (
+    r"(?:\[\s*\d+\.\d+\]"
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\]"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]?\d*(?:[+-]\d\d:?\d\d|Z)?)"
+)
+_SYSLOG_HEAD = (
+    r"(?:[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d"
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?) \S+ "
+)
+_KMSG_HEAD = re.compile(r"^\d+,\d+,\d+,[^;]*;")
+_SYSLOG_KERNEL = re.compile(r"^" + _SYSLOG_HEAD + r"kernel: (?:" + _STAMP + r" ?)?")
+_SYSLOG_OTHER = re.compile(r"^" + _SYSLOG_HEAD + r"[^\s:]+:")
+_DMESG_HEAD = re.compile(r"^(?:[a-z]+ *:[a-z]+ *: )?(?:" + _STAMP + r" ?)?")
+#: a message that starts by quoting a task ("comm[pid]: segfault at ...", "traps: comm[pid]
+#: general protection ..."): comm is the user's chosen process name (<= 15 chars)
+_TASK_LED = re.compile(r"^(?:traps: )?.{1,15}\[\d+\]:? |^audit[:(]")
+# (audit records quote a task's comm and exe path: user-chosen text of any length)
+
+
+def kernel_messages(lines: list[str]) -> list[tuple[str, str, bool]]:
+    """(line, message, first part of its line) for every kernel-written message in ``lines``.
+
+    A dmesg record's indented continuation lines are joined to the message before them; a
+    /dev/kmsg record's escaped newlines (``\\x0a``) split it into one message per part (the
+    NVIDIA driver prints "GPU has fallen off the bus" either way, 11.2).  /dev/kmsg dictionary
+    lines (`` SUBSYSTEM=...``) and syslog lines of any other program are dropped: a user can
+    write those.
+    """
+    out: list[tuple[str, str, bool]] = []
+    for raw in lines:
+        if raw[:1] in (" ", "\t") and out:
+            cont = raw.strip()
+            if cont and not re.match(r"^[A-Z_]+=", cont):  # kmsg dictionary: not message text
+                line, msg, first = out[-1]
+                out[-1] = (line, f"{msg} {cont}", first)
+            continue
+        line = raw.strip()
+        if not line:
+            continue
+        if m := _KMSG_HEAD.match(line):
+            parts = [p.strip() for p in line[m.end() :].split("\\x0a")]
+            out += [(line, p, i == 0) for i, p in enumerate(parts) if p]
+            continue
+        if m := _SYSLOG_KERNEL.match(line):
+            msg = line[m.end() :]
+        elif _SYSLOG_OTHER.match(line):
+            continue  # another program's syslog line: anyone can write those
+        else:
+            msg = line[_DMESG_HEAD.match(line).end() :]  # type: ignore[union-attr]
+        if msg.strip():
+            out.append((line, msg.strip(), True))
+    return out
+
+
 # ---- kernel-log patterns (besides XIDs) ------------------------------------------------------
 
 
@@ -142,46 +173,55 @@ def collapse(signals: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class Pattern:
     signal: str
     kind: str
-    regex: re.Pattern[str]
+    regex: re.Pattern[str]  # matched at the start of the kernel's message (re.match)
     peer_group: int = 0  # regex group naming the other end (server, peer address), if any
 
 
 _PEER = r"(\d{1,3}(?:\.\d{1,3}){3}|[A-Za-z][\w.-]*)"
+#: dev_printk's "<driver> <PCI address>: " (and the GHES "{1}[Hardware Error]: " form)
+_DEV = (
+    r"(?:[\w.-]+ [0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]:? (?:\S+: )?"
+    r"|\{\d+\}\[Hardware Error\]: )"
+)
+_NVRM = r"NVRM: (?:GPU (?:at PCI:)?[0-9a-fA-F:.]+:? (?:GPU-[0-9a-fA-F-]+ )?)?"
 PATTERNS: tuple[Pattern, ...] = (
-    Pattern("gpu_lost", CRITICAL, re.compile(r"NVRM: .*has fallen off the bus")),
+    Pattern("gpu_lost", CRITICAL, re.compile(_NVRM + r"GPU has fallen off the bus")),
     Pattern(
         "gpu_driver",
         CRITICAL,
-        re.compile(
-            r"NVRM: .*(RmInitAdapter failed|"
-            r"failed to initialize|GPU is lost)"
-        ),
+        re.compile(_NVRM + r"(?:RmInitAdapter failed|rm_init_adapter failed|GPU is lost)"),
     ),
-    Pattern("mce", CRITICAL, re.compile(r"(Machine Check Exception|mce: \[Hardware Error\])")),
+    Pattern(
+        "mce",
+        CRITICAL,
+        re.compile(r"(?:mce: \[Hardware Error\]|(?:\[Hardware Error\]: )?CPU \d+: Machine Check)"),
+    ),
     Pattern(
         "pcie_aer_fatal",
         CRITICAL,
-        re.compile(r"PCIe Bus Error: severity=(Uncorrected \(Fatal\)|Fatal)"),
+        re.compile(_DEV + r"(?:AER: )?PCIe Bus Error: severity=(?:Uncorrected \(Fatal\)|Fatal)"),
     ),
     Pattern(
         "pcie_aer",
         INFO,
         re.compile(
-            r"PCIe Bus Error: severity=(Corrected|"
-            r"Uncorrected \(Non-Fatal\))"
+            _DEV + r"(?:AER: )?PCIe Bus Error: severity=(?:Corrected|Uncorrected \(Non-Fatal\))"
         ),
     ),
     Pattern(
         "pcie_link_degraded",
         CRITICAL,
-        re.compile(r"(PCIe link|link) (?:is )?(?:degraded|down-?trained|limited by)"),
+        re.compile(
+            _DEV + r"(?:[\d.]+ Gb/s available PCIe bandwidth, limited by"
+            r"|(?i:(?:PCIe )?link (?:is )?(?:degraded|down-?trained)))"
+        ),
     ),
     Pattern(
         "ib_link_down",
         DISTRIBUTED,
         re.compile(
-            r"(mlx\d_core|ib\w*|mlx\d_\d+).*([Ll]ink down|lost carrier|"
-            r"port state (changed to )?DOWN)"
+            r"(?:" + _DEV + r"|(?:ib\w*|mlx\d_\d+|mlx\d_core)(?:[ :]\S*)?:? )"
+            r"(?:.*? )?(?i:link down|lost carrier|port state (?:changed to )?down)"
         ),
     ),
     Pattern(
@@ -190,36 +230,46 @@ PATTERNS: tuple[Pattern, ...] = (
         re.compile(r"NCCL (WARN|ERROR|error).*?(?:(?:peer|remote|from|to) " + _PEER + r")?$"),
         2,
     ),
-    Pattern(
-        "conn_reset",
-        DISTRIBUTED,
-        re.compile(r"[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"),
-        1,
-    ),
     Pattern("nfs_timeout", DISTRIBUTED, re.compile(r"nfs: server (\S+) not responding"), 1),
     Pattern(
         "lustre_error",
         DISTRIBUTED,
-        re.compile(r"Lustre: .*(?:lost connection|Connection to) \S*? ?\(at (\S+?)\)"),
+        re.compile(r"Lustre(?:Error)?: .*(?:lost connection|Connection to) \S*? ?\(at (\S+?)\)"),
         1,
     ),
     Pattern(
         "fs_error",
         CRITICAL,
         re.compile(
-            r"(EXT4-fs error|XFS \(\S+\): .*(Corruption|"
-            r"metadata I/O error)|Buffer I/O error)"
+            r"(?:EXT4-fs error \(device |XFS \([^)\s]+\): .*(?:Corruption|metadata I/O error)"
+            r"|Buffer I/O error on dev)"
         ),
+    ),
+    Pattern(
+        "conn_reset",
+        DISTRIBUTED,
+        re.compile(
+            r"[\w.-]+: .*[Cc]onnection reset by peer(?:.*?(?:peer|from|to) " + _PEER + r")?"
+        ),
+        1,
     ),
 )
 
 
+_FALLEN = "GPU has fallen off the bus"
+
+
 def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict[str, Any]]:
-    """Signals in (new) kernel-log lines: XIDs classified by the catalog, then the patterns."""
+    """Signals in (new) kernel-log lines: XIDs classified by the catalog, then the patterns.
+
+    Patterns see only kernel-written messages (:func:`kernel_messages`), anchored at the
+    message start; a message that starts by quoting a user's process name never matches.
+    """
     out: list[dict[str, Any]] = []
-    for line in lines:
+    prev_nvrm = False
+    for line, msg, first in kernel_messages(lines):
         t = line_time(line, boot_epoch, now)
-        events = xidcat.parse_xids(line)
+        events = xidcat.parse_xids(line) if first else []
         if events:
             ev = events[0]
             info = xidcat.classify(ev.code)
@@ -233,9 +283,18 @@ def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict
                     pci=ev.pci,
                 )
             )
+            if _FALLEN in msg and _FALLEN not in line:  # said by a continuation line (11.2)
+                out.append(sig("gpu_lost", CRITICAL, t, msg[-200:], pci=ev.pci))
+            prev_nvrm = True
             continue
+        if _TASK_LED.match(msg):
+            prev_nvrm = False
+            continue
+        if prev_nvrm and msg.startswith(_FALLEN):
+            msg = "NVRM: " + msg  # the driver's continuation record of the line before (11.2)
+        prev_nvrm = msg.startswith("NVRM:")
         for p in PATTERNS:
-            m = p.regex.search(line)
+            m = p.regex.match(msg)
             if m:
                 peer = m.group(p.peer_group) if p.peer_group else None
                 out.append(sig(p.signal, p.kind, t, line[-200:], peer=peer))
@@ -243,19 +302,24 @@ def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict
     return out
 
 
-_CARRIER = re.compile(r"(\S+): (lost carrier|[Gg]ained carrier)")
+#: systemd-networkd's own message: "systemd-networkd[PID]: IFNAME: Lost carrier"
+_CARRIER = re.compile(
+    r"^" + _SYSLOG_HEAD + r"systemd-networkd\[\d+\]: (\S+): (?i:(lost|gained) carrier)$"
+)
 
 
 def link_flaps(lines: list[str], min_losses: int, now: float) -> list[dict[str, Any]]:
     """Interfaces that lost carrier ``min_losses`` times or more in these syslog lines.
 
     systemd-networkd logs ``ib6: lost carrier`` / ``Gained carrier`` to syslog, not the kernel
-    ring (AzHC's flap check reads the same lines).
+    ring (AzHC's flap check reads the same lines).  A plain syslog file cannot tell
+    systemd-networkd from any local user running ``logger -t systemd-networkd``: these signals
+    carry ``source="syslog"`` and are kept out of drain decisions (docs/epilog.md, 10.2).
     """
     losses: dict[str, list[float | None]] = {}
     for line in lines:
-        m = _CARRIER.search(line)
-        if m and m.group(2) == "lost carrier":
+        m = _CARRIER.match(line.strip())
+        if m and m.group(2).lower() == "lost":
             losses.setdefault(m.group(1), []).append(line_time(line, 0.0, now))
     out = []
     for ifname, times in sorted(losses.items()):
@@ -268,6 +332,7 @@ def link_flaps(lines: list[str], min_losses: int, now: float) -> list[dict[str, 
                     first,
                     f"{ifname} lost carrier {len(times)}x",
                     iface=ifname,
+                    source="syslog",
                 )
             )
     return out
@@ -436,11 +501,19 @@ def make_tag(pairs: list[tuple[str, str]], max_len: int = 120) -> str:
     return tag
 
 
-def merge_comment(existing: str, tag: str, max_len: int = 1000) -> str:
-    """Append ``tag`` to an AdminComment without clobbering it; replaces an older aegis tag."""
-    base = " ".join(_TAG_RE.sub("", existing or "").split())
-    out = f"{base} {tag}".strip() if base else tag
-    return out[-max_len:] if len(out) > max_len else out
+def merge_comment(existing: str, tag: str) -> str:
+    """Append ``tag`` to an AdminComment without clobbering it (10.11).
+
+    The admin's text is kept byte for byte (lines, whitespace, length); only an older aegis
+    ``hw=`` tag of ours (with the one space we put before it) is replaced, so re-tagging is
+    idempotent.  Nothing is cut:
+    Slurm stores AdminComment as text, so a long comment stays long.
+    """
+    base = _TAG_SPACED_RE.sub("", existing or "")
+    return f"{base} {tag}" if base.strip() else tag
+
+
+_TAG_SPACED_RE = re.compile(r" ?" + _TAG_RE.pattern)
 
 
 def tag_pairs(records: list[dict[str, Any]]) -> list[tuple[str, str]]:

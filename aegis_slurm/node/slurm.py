@@ -9,6 +9,7 @@ Slurm at all.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -174,18 +175,130 @@ def should_resume(info: NodeInfo, passes: dict[str, int], policy_resume: bool, n
     return info.drained and check is not None and policy_resume and passes.get(check, 0) >= needed
 
 
-# ---- I/O: scontrol with argv lists and short timeouts --------------------------------------
+# ---- I/O: one Slurm client (argv lists, short timeouts) and the one guarded drain ---------
+
+ERRORS = (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed, OSError, ValueError)
+
+
+@dataclass(frozen=True)
+class Client:
+    """scontrol/sacctmgr/sacct as argv lists with a timeout; ``slurm_conf`` is exported as
+    SLURM_CONF (the EpilogSlurmctld environment has none; run_argv passes only PATH)."""
+
+    timeout: float = 5.0
+    slurm_conf: str = ""
+
+    def run(self, argv: list[str]) -> str:
+        full = ["env", f"SLURM_CONF={self.slurm_conf}", *argv] if self.slurm_conf else argv
+        return probes.run_argv(full, self.timeout)
+
+    def show_nodes(self, node: str = "") -> list[NodeInfo]:
+        return parse_scontrol_nodes(
+            self.run(
+                ["scontrol", "show", "node" if node else "nodes", "-o", *([node] if node else [])]
+            )
+        )
+
+    def drain(self, node: str, reason: str) -> None:
+        self.run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"])
+
+    def resume(self, node: str) -> None:
+        self.run(["scontrol", "update", f"nodename={node}", "state=resume"])
+
+    def note(self, node: str, text: str) -> None:
+        """Set the node's Comment (``scontrol show node``; Slurm >= 20.11) to ``text``, unless an
+        admin's comment is there (never clobbered)."""
+        cur = _COMMENT.search(self.run(["scontrol", "show", "node", "-o", node]))
+        old = cur.group(1).strip() if cur else ""
+        if old and old != "(null)" and not old.startswith(PREFIX):
+            return
+        self.run(["scontrol", "update", f"nodename={node}", f"comment={text[:200]}"])
+
+
+_COMMENT = re.compile(r"\bComment=(.*?)(?= [A-Z][A-Za-z]*=|$)", re.M)
+
+
+@dataclass(frozen=True)
+class DrainResult:
+    """What :func:`guarded_drain` did: ``drained``, ``kept`` (already drained/down: nothing
+    changed), ``storm`` (guard tripped, nothing drained), ``undrained`` (drained, then undone by
+    the second look), ``guard_unavailable`` / ``drain_failed`` (slurmctld unreadable or the
+    update failed: nothing drained, fail open)."""
+
+    action: str
+    check: str = ""
+    reason: str = ""
+    detail: str = ""
+
+    @property
+    def drained(self) -> bool:
+        return self.action == "drained"
+
+
+def guarded_drain(
+    client: Client,
+    node: str,
+    failing: list[Verdict],
+    guard: dict[str, Any],
+    now: datetime,
+    on_drained: Any = None,
+) -> DrainResult:
+    """The one drain path for every caller (Prolog, HealthCheck, Epilog auto-drain; 10.19).
+
+    Reason ownership and the storm guard (:func:`plan_drain`), the drain, then the second look
+    (:func:`storm_overshoot`): drains that happened at the same instant all passed the guard;
+    those ranked beyond it undo their own drain.  A trip is written where admins look: the
+    node's Comment (``scontrol show node``) besides syslog/stderr (the caller's), 10.17.
+    ``on_drained`` is called right after the drain succeeded (the Prolog records its exit there).
+    """
+    checks = ", ".join(v.check for v in failing)
+    try:
+        nodes = client.show_nodes()
+        if not nodes:
+            raise ValueError("scontrol listed no nodes")
+    except ERRORS as e:
+        return DrainResult(
+            "guard_unavailable", failing[0].check, "", f"cannot read node states ({e})"
+        )
+    plan = plan_drain(failing, node, nodes, guard, now)
+    if plan.action == "keep":
+        return DrainResult("kept", plan.check, plan.reason, plan.detail)
+    if plan.action == "storm":
+        _note_trip(client, node, f"{checks} not drained: {plan.detail}", now)
+        return DrainResult("storm", plan.check, "", plan.detail)
+    try:
+        client.drain(node, plan.reason)
+    except ERRORS as e:
+        return DrainResult("drain_failed", plan.check, plan.reason, f"scontrol drain failed ({e})")
+    if on_drained is not None:
+        on_drained()
+    try:
+        over, why = storm_overshoot(plan.check, node, client.show_nodes(), guard, now)
+    except ERRORS as e:
+        return DrainResult("drained", plan.check, plan.reason, f"could not re-check the guard: {e}")
+    if over:
+        try:
+            client.resume(node)
+        except ERRORS as e:
+            return DrainResult("drained", plan.check, plan.reason, f"guard undrain failed: {e}")
+        _note_trip(client, node, f"{plan.check} drained and undrained again: {why}", now)
+        return DrainResult("undrained", plan.check, plan.reason, why)
+    return DrainResult("drained", plan.check, plan.reason, "")
+
+
+def _note_trip(client: Client, node: str, text: str, now: datetime) -> None:
+    # best effort: the trip is still in syslog, stderr, the .prom file and the state
+    with contextlib.suppress(*ERRORS):
+        client.note(node, f"{PREFIX}drain-storm guard {now.isoformat(timespec='seconds')}: {text}")
 
 
 def show_nodes(timeout: float) -> list[NodeInfo]:
-    return parse_scontrol_nodes(probes.run_argv(["scontrol", "show", "nodes", "-o"], timeout))
+    return Client(timeout).show_nodes()
 
 
 def drain(node: str, reason: str, timeout: float) -> None:
-    probes.run_argv(
-        ["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"], timeout
-    )
+    Client(timeout).drain(node, reason)
 
 
 def resume(node: str, timeout: float) -> None:
-    probes.run_argv(["scontrol", "update", f"nodename={node}", "state=resume"], timeout)
+    Client(timeout).resume(node)

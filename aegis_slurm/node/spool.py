@@ -27,6 +27,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from aegis_slurm.errors import InputError
+from aegis_slurm.node import files
+
 FILE = "signals.jsonl"
 TMP_MARK = ".tmp."
 
@@ -40,24 +43,11 @@ def _key(rec: dict[str, Any]) -> tuple[str, str, str, str]:
     )
 
 
-def _mkdir_private(d: Path) -> None:
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if d.stat().st_mode & 0o077:
-        d.chmod(0o700)
-
-
-def _fsync_dir(d: Path) -> None:
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def node_dir(spool_dir: str | os.PathLike[str], node: str) -> Path:
-    if not node or "/" in node or node in (".", ".."):
-        raise ValueError(f"bad node name {node!r}")
-    return Path(spool_dir) / node
+    try:
+        return Path(spool_dir) / files.safe_name(node)
+    except InputError as e:  # callers treat a bad record as a ValueError
+        raise ValueError(str(e)) from None
 
 
 def append(
@@ -70,23 +60,25 @@ def append(
     """Durably add ``record`` (must have ``node``); a record with the same (cluster, job_id, run,
     node) replaces the older one (an Epilog re-run is idempotent).  Returns the file path."""
     root = Path(spool_dir)
-    _mkdir_private(root)
+    files.private_dir(root)
     d = node_dir(root, str(record["node"]))
-    _mkdir_private(d)
+    files.private_dir(d)
     line = json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n"
     path = d / FILE
-    lock_fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    lock_fd = os.open(d / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX)
-        for stale in d.glob(FILE + TMP_MARK + "*"):  # a killed writer's leftovers
-            with contextlib.suppress(OSError):
-                stale.unlink()
+        for pattern in (FILE + TMP_MARK + "*", f".{FILE}{TMP_MARK}*"):  # killed writers' leftovers
+            for stale in d.glob(pattern):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
         kept: list[str] = []
         with contextlib.suppress(FileNotFoundError):
             key = _key(record)
             for old in path.read_text(errors="replace").splitlines(keepends=True):
                 try:
-                    if _key(json.loads(old)) == key:
+                    prev = json.loads(old)
+                    if isinstance(prev, dict) and _key(prev) == key:
                         continue
                 except ValueError:
                     pass  # not ours to judge; keep the bytes as they are
@@ -95,15 +87,8 @@ def append(
         if kept and size + len(line.encode()) > max_bytes:
             _rotate(d, keep)
             kept = []
-        tmp = d / f"{FILE}{TMP_MARK}{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, "".join([*kept, line]).encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(d)
+        # the one atomic durable write: temp file, fsync, rename, fsync the directory
+        files.atomic_write(path, "".join([*kept, line]))
     finally:
         os.close(lock_fd)  # releases the flock
     return path
@@ -126,7 +111,7 @@ def _rotate(d: Path, keep: int) -> None:
             os.replace(d / f"{FILE}.{i}", d / f"{FILE}.{i + 1}")
     if keep > 0:
         os.replace(d / FILE, d / f"{FILE}.1")
-    _fsync_dir(d)
+    files.fsync_dir(d)
 
 
 def spool_files(paths: list[str | os.PathLike[str]]) -> list[Path]:

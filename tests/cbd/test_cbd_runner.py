@@ -450,13 +450,21 @@ def test_slurm_conf_default_applies_only_to_later_node_lines():
 
 
 def test_state_files_private_and_not_followed(cfg, tmp_path):
+    import contextlib
     import stat
+
+    from aegis_slurm.node import files, prolog
+
+    @contextlib.contextmanager
+    def node_state(state_dir, host):
+        with files.locked_json(state_dir / host / "state.json", prolog.SHAPE) as lk:
+            yield lk.data
 
     state_dir = tmp_path / "state"
     host_dir = state_dir / "n1"
     host_dir.mkdir(parents=True)
     host_dir.chmod(0o755)  # e.g. created by an older version, or by hand
-    with cbd.node_state(state_dir, "n1") as st:
+    with node_state(state_dir, "n1") as st:
         st["x"] = 1
     mode = lambda p: stat.S_IMODE(os.lstat(p).st_mode)  # noqa: E731
     assert mode(host_dir) == 0o700
@@ -466,7 +474,7 @@ def test_state_files_private_and_not_followed(cfg, tmp_path):
     (host_dir / "state.lock").unlink()
     (host_dir / "state.lock").symlink_to(victim)
     try:
-        with cbd.node_state(state_dir, "n1"):
+        with node_state(state_dir, "n1"):
             raise AssertionError("opened a symlinked lock")
     except OSError:
         pass
@@ -475,7 +483,7 @@ def test_state_files_private_and_not_followed(cfg, tmp_path):
     victim.write_text('{"planted": true}')
     (host_dir / "state.json").unlink()
     (host_dir / "state.json").symlink_to(victim)
-    with cbd.node_state(state_dir, "n1") as st:
+    with node_state(state_dir, "n1") as st:
         assert "planted" not in st
         st["y"] = 2
     assert victim.read_text() == '{"planted": true}'

@@ -7,7 +7,6 @@ import fcntl
 import json
 import os
 import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -229,7 +228,7 @@ def test_xid_stays_new_until_its_drain_happened(cfg, tmp_path, monkeypatch):
         st = json.loads((tmp_path / "state" / "node8" / "state.json").read_text())
         xid = next(v for v in st["last"]["verdicts"] if v["check"] == "xid")
         assert xid["state"] == "fail" and "Xid 79" in xid["evidence"]
-        assert st.get("xid_seen", []) == [] and len(st["xid_pending"]) == 1
+        assert "xid_pos" not in st and st["xid_pending"] == {"seq": 3990}
     # a run whose kernel-log read fails must not mark the earlier pending lines seen
 
     def unreadable(ctx):
@@ -245,7 +244,7 @@ def test_xid_stays_new_until_its_drain_happened(cfg, tmp_path, monkeypatch):
     prolog.run_hook("healthcheck", cfg, "node8", overrides=ov)
     st = json.loads((tmp_path / "state" / "node8" / "state.json").read_text())
     assert next(v for v in st["last"]["verdicts"] if v["check"] == "xid")["state"] == "pass"
-    assert len(st["xid_seen"]) == 1
+    assert st["xid_pos"] == {"seq": 3990}
 
 
 WRAPPER = Path(__file__).resolve().parents[2] / "prolog" / "aegis-prolog"
@@ -371,7 +370,7 @@ def test_internal_error_exits_zero_and_is_counted(tmp_path):
     )
     r = _run_prolog(bad, tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "internal error" in r.stderr
+    assert "config error" in r.stderr and "policy.gpu_count.fail must be one of" in r.stderr
     assert (state / "node5" / "internal_errors").read_text() == "1"
 
 
@@ -399,18 +398,6 @@ def test_prolog_wrapper_drains_nothing_on_healthy_unconfigured_node(tmp_path):
     assert r.returncode == 0, r.stderr
     last = json.loads((state / "node5" / "state.json").read_text())["last"]
     assert last["mode"] == "prolog" and last["rc"] == 0
-
-
-def test_prolog_path_imports_stdlib_only():
-    code = (
-        "import sys, aegis_slurm.node.prolog, aegis_slurm.node.cbd; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'click', 'polars', 'numpy', "
-        "'pandas', 'scipy', 'matplotlib', 'jinja2', 'hostlist'}))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    assert out == "[]"
 
 
 def test_crash_count_reaches_the_metrics_file(cfg, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 
 from cbd._fixtures import fixture_text
 
+from aegis_slurm.node import klog
 from aegis_slurm.node import signals as sg
 from aegis_slurm.node.diagnose import diagnose, root_diag
 
@@ -14,17 +15,17 @@ NODES = [f"gpu{i:02d}" for i in range(1, 9)]
 
 
 def _xid119() -> list[dict]:
-    lines, _ = sg.new_lines(fixture_text("gpud/dmesg-with-xid-119.log"), [])
+    lines, _ = klog.since(fixture_text("gpud/dmesg-with-xid-119.log"), None)
     return sg.collapse(sg.kernel_signals(lines, 0.0, NOW))
 
 
 def _flap() -> list[dict]:
-    lines, _ = sg.new_lines(fixture_text("azurehpc-health-checks/1dev_6flap_syslog"), [])
+    lines, _ = klog.since(fixture_text("azurehpc-health-checks/1dev_6flap_syslog"), None)
     return sg.link_flaps(lines, 2, NOW)
 
 
 def _app_xids() -> list[dict]:
-    lines, _ = sg.new_lines(fixture_text("gpud/dmesg.decode.iso.log"), [])
+    lines, _ = klog.since(fixture_text("gpud/dmesg.decode.iso.log"), None)
     return sg.kernel_signals(lines, 0.0, NOW)
 
 

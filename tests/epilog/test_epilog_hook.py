@@ -108,6 +108,10 @@ def test_an_aegis_bug_never_fails_the_teardown(tmp_path):
     cfg.write_text("[policy.default]\nfail = 'explode'\n")  # config that fails to load
     r = run_hook(cfg, 5, AEGIS_MODE="node")
     assert r.returncode == 0
+    assert "config error, ignored" in r.stderr and "policy.default.fail" in r.stderr
+    (tmp_path / "spool").write_text("")  # the spool "directory" is a file: an OSError inside
+    r = run_hook(site(tmp_path), 5)
+    assert r.returncode == 0
     assert "internal error, ignored" in r.stderr
     r = run_hook(tmp_path / "missing.toml", 5, SLURM_SCRIPT_CONTEXT="epilog_slurmctld")
     assert r.returncode == 0
@@ -121,7 +125,11 @@ def test_loop_guard_counts_failed_runs_in_the_window_per_partition():
         {"t": now - 20, "run": 1, "exit_code": "42:0"},
     ]
     assert epilog.loop_decision(hist, limits, now)[0] is False  # 2 runs: at the limit
-    hist.append({"t": now, "run": 2, "exit_code": "0:0"})
+    # a run requeued off a broken node by a Prolog never started: it ends 0:0 and is no
+    # failed run, nor is a clean final run (10.13)
+    hist.append({"t": now - 10, "run": 2, "exit_code": "0:0", "failed": False})
+    assert epilog.loop_decision(hist, limits, now)[:2] == (False, 2)
+    hist.append({"t": now, "run": 3, "exit_code": "1:0", "failed": True})
     hold, n, why = epilog.loop_decision(hist, limits, now)
     assert hold and n == 3 and "limit 2" in why
     # preempted/scancelled runs (SIGTERM) and runs outside the window do not count

@@ -9,7 +9,7 @@ import polars as pl
 from cbd._fixtures import H100_Q, drop_gpu, edit_gpu, fixture_text
 
 from aegis_slurm.analytics.attribution import parse_aegis_tag
-from aegis_slurm.node import checks
+from aegis_slurm.node import checks, klog
 from aegis_slurm.node import signals as sg
 from aegis_slurm.node.parse import parse_nvidia_smi_q
 
@@ -17,7 +17,7 @@ NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC).timestamp()
 
 
 def test_xid_119_dmesg_gives_one_critical_signal_with_pci_and_kernel_time():
-    lines, seen = sg.new_lines(fixture_text("gpud/dmesg-with-xid-119.log"), [])
+    lines, seen = klog.since(fixture_text("gpud/dmesg-with-xid-119.log"), None)
     got = sg.collapse(sg.kernel_signals(lines, 0.0, NOW))
     xids = [s for s in got if s["signal"].startswith("xid")]
     assert len(xids) == 1
@@ -28,12 +28,12 @@ def test_xid_119_dmesg_gives_one_critical_signal_with_pci_and_kernel_time():
     # dmesg -T stamp, host-local time (the test process runs with the machine's TZ)
     want = datetime.strptime("Sun Feb 23 16:24:18 2025", "%a %b %d %H:%M:%S %Y").timestamp()
     assert s["time"] == sg.iso(want)
-    assert len(seen) == len([x for x in lines if x])
+    assert seen["n"] == len([x for x in lines if x.strip()]) and len(seen["tail"]) == 4
 
 
 def test_application_xids_are_info_and_iso_stamps_are_parsed():
     got = sg.kernel_signals(
-        sg.new_lines(fixture_text("gpud/dmesg.decode.iso.log"), [])[0], 0.0, NOW
+        klog.since(fixture_text("gpud/dmesg.decode.iso.log"), None)[0], 0.0, NOW
     )
     xids = {s["signal"] for s in got if s["signal"].startswith("xid")}
     assert xids == {"xid13", "xid43"}
@@ -43,14 +43,14 @@ def test_application_xids_are_info_and_iso_stamps_are_parsed():
 
 def test_lines_seen_by_the_previous_epilog_are_not_reported_again():
     text = fixture_text("gpud/dmesg-with-xid-119.log")
-    first, seen = sg.new_lines(text, [])
-    again, seen2 = sg.new_lines(text, seen)
+    first, seen = klog.since(text, None)
+    again, seen2 = klog.since(text, seen)
     assert first and again == [] and seen2 == seen
     more = (
         text + "\n[Sun Feb 23 17:00:00 2025] NVRM: Xid (PCI:0000:1b:00): 79, pid=1, GPU has "
         "fallen off the bus.\n"
     )
-    new, _ = sg.new_lines(more, seen)
+    new, _ = klog.since(more, seen)
     assert [s["signal"] for s in sg.kernel_signals(new, 0.0, NOW)] == ["xid79"]
 
 
@@ -63,7 +63,7 @@ def test_kmsg_monotonic_stamps_use_boot_time():
 
 def test_syslog_link_flaps_count_repeated_identical_lines():
     text = fixture_text("azurehpc-health-checks/1dev_6flap_syslog")
-    lines, _ = sg.new_lines(text, [])
+    lines, _ = klog.since(text, None)
     (flap,) = sg.link_flaps(lines, 2, NOW)
     assert flap["signal"] == "link_flap" and flap["kind"] == "distributed"
     assert flap["detail"] == "ib6 lost carrier 6x" and flap["iface"] == "ib6"

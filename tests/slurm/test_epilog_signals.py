@@ -291,3 +291,102 @@ def test_node_fail_tags_the_node_that_went_silent(slurm_cluster, site):
     )
     row = attribute_failures(runs).row(0, named=True)
     assert (row["attribution_source"], row["blamed_nodes"]) == ("admin_comment", ["node6"])
+
+
+def test_symlinked_epilog_finds_its_install_10_15(slurm_cluster, site):
+    """Installed as a symlink (``/usr/local/sbin/aegis-epilog -> <install>/epilog/...``):
+    slurmd runs the link; the wrapper still finds the install's venv and spools."""
+    c = slurm_cluster
+    sbin = site.tmp / "sbin"
+    sbin.mkdir(mode=0o755)
+    link = sbin / "aegis-epilog"
+    link.symlink_to(HOOK)
+    site.hook.write_text(
+        f'#!/bin/sh\nAEGIS_CBD_CONFIG={site.config}\nexport AEGIS_CBD_CONFIG\nexec {link} "$@"\n'
+    )
+    job = c.submit(["-N1", "-w", "node2", "--no-requeue", "--wrap", "exit 3"])
+    c.wait_state(job, "FAILED", timeout=90)
+    recs = _wait(lambda: site.records(job), 60, "a record from the symlinked Epilog")
+    assert recs["node2"]["exit_code"] == "3:0"
+
+
+def test_prolog_requeues_are_no_failed_runs_for_the_loop_guard_10_13(slurm_cluster, site, tmp_path):
+    """The real sequence: our Prolog bounces a job off three broken nodes (each bounce a
+    requeue, Restarts 1..3, beyond the guard's limit of 2) and it then runs cleanly on the
+    fourth.  None of those runs started the batch script and failed: no hold, the job ran."""
+    from .test_prolog_drain import Site as PrologSite
+
+    c = slurm_cluster
+    pdir = tmp_path / "prolog"
+    pdir.mkdir()
+    ps = PrologSite(pdir)
+    ps.write(broken=["node1", "node2", "node3"], share=0.5)
+    original = c.conf.read_text()
+    lines = [
+        line + ",nohold_on_prolog_fail" if line.startswith("SchedulerParameters=") else line
+        for line in original.splitlines()
+    ]
+    try:
+        c.conf.write_text("\n".join(lines) + "\n")
+        c.set_hooks(prolog=ps.hook, epilog=site.hook, epilog_ctld=site.hook)
+        job = c.submit(["-N1", "-x", "node[5-8]", "--wrap", "hostname"])
+        deadline = time.monotonic() + 420
+        while c.job_field(job, "JobState") not in ("COMPLETED", None):
+            assert time.monotonic() < deadline, c.run(["scontrol", "show", "job", str(job)])
+            assert c.job_field(job, "Reason") != "JobHeldAdmin", "held by the loop guard"
+            if c.job_field(job, "JobState") == "PENDING":
+                time.sleep(2.5)  # Slurm revokes credentials of a too-fast restart
+                c.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], check=False)
+            time.sleep(1)
+        c.wait_state(job, "COMPLETED", timeout=60)
+        rec = c.sacct_records(job)[-1]
+        assert rec.state == "COMPLETED"
+        shown = _admin_comment(c, job)
+        assert "loop=held" not in shown
+        loops = site.state / "ctld" / "loops.json"
+        hist = json.loads(loops.read_text())["jobs"].get(str(job), []) if loops.exists() else []
+        assert not any(h.get("failed") for h in hist), hist
+        drained = [n for n in ("node1", "node2", "node3") if "drain" in c.node_state(n)]
+        assert drained == ["node1", "node2", "node3"]  # it really bounced off all three
+    finally:
+        c.conf.write_text(original)
+        c.run(["scontrol", "reconfigure"])
+
+
+def test_node_fail_diagnose_blames_the_tagged_node_10_16(slurm_cluster, site):
+    """NODE_FAIL, then node6's slurmd comes back: whatever its Epilog records later (no
+    signal), ``diagnose`` follows the job's own ``hw=node6:node_fail`` tag."""
+    c = slurm_cluster
+    job = c.submit(["-N2", "-w", "node[5-6]", "--no-requeue", "--wrap", "sleep 300"])
+    _wait(lambda: c.job_field(job, "JobState") == "RUNNING", 60, "job running")
+    time.sleep(2)
+    os.kill(c.slurmd_pid("node6"), signal.SIGKILL)
+    c.wait_state(job, "NODE_FAIL", timeout=120)
+    _wait(lambda: "aegis:" in _admin_comment(c, job), 60, "AdminComment tag")
+    c.script("reset")  # restarts node6's slurmd
+    time.sleep(5)
+    store = site.tmp / "store"
+    day = datetime.now(UTC).date()
+    c.wait_accounting_quiet(day.isoformat())
+    for argv in (
+        [
+            *("ingest", "--sacct", "--start", day.isoformat()),
+            *("--end", (day + timedelta(days=1)).isoformat(), "--store", str(store), "--json"),
+        ],
+        ["signals", "collect", "--spool", str(site.spool), "--store", str(store), "--json"],
+    ):
+        proc = subprocess.run(
+            [_cli(), *argv], env=c.env, capture_output=True, text=True, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(
+        [_cli(), "diagnose", str(job), "--store", str(store), "--json"],
+        env=c.env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(proc.stdout)
+    assert d["job_state"] == "NODE_FAIL"
+    assert (d["verdict"], d["nodes"]) == ("critical", ["node6"]), d
