@@ -131,7 +131,7 @@ SPECS: list[Spec] = [
     Spec("time_sync", "adjtimex", _ident, checks.time_sync),
     Spec("services", "services", _ident, checks.services),
     # full profile: never on job start
-    Spec("dcgm_diag", "dcgm_diag", _json, checks.dcgm_diag, "full"),
+    Spec("dcgm_diag", "dcgm_diag", lambda r, s: parse.parse_dcgm_diag(r), checks.dcgm_diag, "full"),
     Spec(
         "nccl_allreduce",
         "nccl_allreduce",
@@ -140,6 +140,7 @@ SPECS: list[Spec] = [
         "full",
     ),
     Spec("gpu_burn", "gpu_burn", lambda r, s: parse.parse_gpu_burn(r), checks.gpu_burn, "full"),
+    Spec("pcie_link_load", "nvidia_smi_q_load", _smi, checks.pcie_link_load, "full"),
     Spec("data_read", "data_read", _ident, checks.data_read, "full"),
 ]
 
@@ -158,6 +159,7 @@ PROBES: dict[str, ProbeFn] = {
     "dcgm_diag": probes.dcgm_diag,
     "nccl_allreduce": probes.nccl_allreduce,
     "gpu_burn": probes.gpu_burn,
+    "nvidia_smi_q_load": probes.nvidia_smi_q_load,
     "data_read": probes.data_read,
 }
 

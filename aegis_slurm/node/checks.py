@@ -187,11 +187,20 @@ def retired_pages(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     return Verdict("retired_pages", PASS, "retired pages below limits")
 
 
-def pcie_link(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
-    """PCIe link width below max (degraded link) or max generation below expected.
+def _gpu_util(g: dict) -> int | None:
+    return as_int(tree_get(g, "Utilization", "Gpu"))
 
-    Current *generation* drops at idle for power saving, so only width and the max gen are
-    judged.  Source: gcm check_pci (sysfs current_link_width vs manifest).
+
+def pcie_link(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """PCIe link capability as expected; the current link only on GPUs under load.
+
+    nvidia-smi: "The current link generation and width. These may be reduced when the GPU is
+    not in use" and the Prolog always sees idle GPUs, so the *current* width/generation is
+    judged only on GPUs whose utilisation is >= ``pcie_load_util_pct`` (the full profile's
+    ``pcie_link_load`` samples while gpu_burn runs).  Always judged: the *max* generation and
+    width ("possible with this GPU and system configuration") against ``pcie_gen`` /
+    ``pcie_width`` when configured.  Source: gcm check_pci (sysfs link vs manifest), gpud
+    pcie component; defect report issue 11 item 6.
     """
     skip = _no_gpu("pcie_link", smi, exp)
     if skip:
@@ -199,20 +208,40 @@ def pcie_link(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     assert smi is not None
     want_gen = int(exp.get("pcie_gen", 0))
     want_width = int(exp.get("pcie_width", 0))
-    bad = []
+    busy_at = int(exp.get("pcie_load_util_pct", 50))
+    bad, loaded = [], 0
     for i, g in _gpu_names(smi):
         info = ("PCI", "GPU Link Info")
-        cur_w = as_int(tree_get(g, *info, "Link Width", "Current"))
         max_w = as_int(tree_get(g, *info, "Link Width", "Max"))
         max_gen = as_int(tree_get(g, *info, "PCIe Generation", "Max"))
-        need_w = want_width or max_w
-        if cur_w is not None and need_w and cur_w < need_w:
-            bad.append(f"GPU{i} PCIe x{cur_w} < x{need_w}")
+        if want_width and max_w is not None and max_w < want_width:
+            bad.append(f"GPU{i} PCIe max x{max_w} < x{want_width}")
         if want_gen and max_gen is not None and max_gen < want_gen:
-            bad.append(f"GPU{i} PCIe gen{max_gen} < gen{want_gen}")
+            bad.append(f"GPU{i} PCIe max gen{max_gen} < gen{want_gen}")
+        util = _gpu_util(g)
+        if util is None or util < busy_at:
+            continue  # idle: current link is allowed to be down-trained
+        loaded += 1
+        cur_w = as_int(tree_get(g, *info, "Link Width", "Current"))
+        cur_gen = as_int(tree_get(g, *info, "PCIe Generation", "Current"))
+        need_w = want_width or max_w
+        need_gen = want_gen or max_gen
+        if cur_w is not None and need_w and cur_w < need_w:
+            bad.append(f"GPU{i} PCIe x{cur_w} < x{need_w} under load ({util}%)")
+        if cur_gen is not None and need_gen and cur_gen < need_gen:
+            bad.append(f"GPU{i} PCIe gen{cur_gen} < gen{need_gen} under load ({util}%)")
     if bad:
         return Verdict("pcie_link", FAIL, _join(bad))
-    return Verdict("pcie_link", PASS, "PCIe links at full width")
+    how = f"{loaded} GPUs under load at full link" if loaded else "current link not judged (idle)"
+    return Verdict("pcie_link", PASS, f"PCIe capability as expected; {how}")
+
+
+def pcie_link_load(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """Full profile: :func:`pcie_link` on an nvidia-smi sample taken while gpu_burn runs."""
+    v = pcie_link(smi, exp)
+    if v.state == PASS and "not judged" in v.evidence:
+        return Verdict("pcie_link_load", SKIP, "no GPU under load when sampled (gpu_burn absent?)")
+    return Verdict("pcie_link_load", v.state, v.evidence)
 
 
 _THROTTLE_BAD = (
@@ -373,7 +402,7 @@ def xid_events(new: list[xidcat.XidEvent] | None, exp: Exp) -> Verdict:
         return Verdict("xid", SKIP, "kernel log unreadable/absent")
     crit, warn = [], []
     for ev in new:
-        info = xidcat.classify(ev.code)
+        info = xidcat.classify(ev.code, ev.line)
         if info.code in exp.get("xid_ignore", ()):
             continue
         tag = f"Xid {ev.code} on {ev.pci} ({info.meaning})"
@@ -614,16 +643,29 @@ def gpu_burn(res: GpuBurnResult | None, exp: Exp) -> Verdict:
     return Verdict("gpu_burn", PASS, f"{len(res.tested)} GPUs OK, max temp {max(res.max_temp_c)}C")
 
 
-def dcgm_diag(result: dict[str, Any] | None, exp: Exp) -> Verdict:
-    """``dcgmi diag -r N -j``: any test whose result is Fail -> fail; Warn -> warn."""
-    if result is None:
+#: dcgmi exit code for DCGM_ST_NVVS_ISOLATE_ERROR (256 - 51)
+DCGM_ISOLATE_RC = 205
+
+
+def dcgm_diag(diag: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """``dcgmi diag -r N -j``: any test whose result is Fail -> fail; Warn -> warn.
+
+    Exit code 205 (``DCGM_ST_NVVS_ISOLATE_ERROR``: "the diagnostic returned an error that
+    indicates the need for isolation", e.g. a volatile double-bit ECC error) fails whatever the
+    per-test results say; gcm treats 205 as non-fatal when every test passed, DCGM's own
+    definition is what we follow.  ``diag`` is :func:`parse.parse_dcgm_diag` output.
+    """
+    if diag is None:
         return Verdict("dcgm_diag", SKIP, "unavailable: dcgmi not installed")
     fails, warns = [], []
-    for name, status in _dcgm_results(result):
+    for name, status in _dcgm_results(diag["result"]):
         if status.lower() == "fail":
             fails.append(name)
         elif status.lower() == "warn":
             warns.append(name)
+    if diag["exit_code"] == DCGM_ISOLATE_RC:
+        what = ("failed: " + _join(fails)) if fails else "no failing test in the JSON"
+        return Verdict("dcgm_diag", FAIL, f"DCGM isolate error (exit 205), {what}")
     if fails:
         return Verdict("dcgm_diag", FAIL, "failed: " + _join(fails))
     if warns:

@@ -104,7 +104,7 @@ def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
         m = re.match(r"Link (\d+): (.*)$", s)
         if m:
             gpus[-1].links[int(m.group(1))] = m.group(2).strip()
-        elif "all links are inactive" in s:
+        elif "all links are inactive" in s.lower():  # B200 prints "inActive"
             gpus[-1].all_inactive = True
     return gpus
 
@@ -213,26 +213,54 @@ class NcclResult:
 
 
 def parse_nccl_tests(text: str) -> NcclResult:
-    """Parse nccl-tests ``all_reduce_perf`` output."""
+    """Parse nccl-tests ``all_reduce_perf`` output, reading columns by the header.
+
+    The column set changed over nccl-tests versions (a ``root`` column since 2.x, per-iteration
+    and timestamp columns with ``-I``/``-T``), so the out-of-place ``busbw`` is located by the
+    ``# size count type redop [root] time algbw busbw ...`` header line, never by position.
+    """
     avg = re.search(r"# Avg bus bandwidth\s*:\s*([\d.]+)", text)
     if not avg:
         raise ValueError("no '# Avg bus bandwidth' line in nccl-tests output")
     oob = re.search(r"# Out of bounds values\s*:\s*(\d+)", text)
     ngpus = re.search(r"nGpus (\d+)", text)
+    col = None
     busbw = []
     for line in text.splitlines():
         cols = line.split()
-        if len(cols) >= 12 and cols[0].isdigit():
+        if cols[:3] == ["#", "size", "count"] and "busbw" in cols:
+            col = cols.index("busbw") - 1  # data rows have no leading "#"
+            continue
+        if col is not None and len(cols) > col and cols[0].isdigit():
             try:
-                busbw.append(float(cols[6]))
+                busbw.append(float(cols[col]))
             except ValueError:
                 continue
+    if col is None:
+        raise ValueError("no '# size count ... busbw' header in nccl-tests output")
     return NcclResult(
         float(avg.group(1)),
         max(busbw, default=0.0),
         int(oob.group(1)) if oob else 0,
         int(ngpus.group(1)) if ngpus else 0,
     )
+
+
+def parse_dcgm_diag(raw: str | dict) -> dict:
+    """``dcgmi diag -j`` probe output -> ``{"exit_code": int, "result": parsed JSON}``.
+
+    ``raw`` is the probe's ``{"exit_code", "output"}`` or bare JSON text (recorded output,
+    exit code 0).  Raises ValueError on non-JSON output.
+    """
+    import json
+
+    if isinstance(raw, str):
+        raw = {"exit_code": 0, "output": raw}
+    try:
+        result = json.loads(raw["output"])
+    except ValueError as e:
+        raise ValueError(f"dcgmi diag output is not JSON ({e})") from None
+    return {"exit_code": int(raw["exit_code"]), "result": result}
 
 
 @dataclass

@@ -66,6 +66,15 @@ class ProbeContext:
 
 def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> str:
     """Run ``argv`` (no shell) with a timeout; kill its whole process group when it expires."""
+    rc, out, err = run_argv_rc(argv, timeout)
+    if rc not in ok_rc:
+        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+        raise ProbeFailed(f"{argv[0]} exit {rc}: {tail[0][:160]}")
+    return out
+
+
+def run_argv_rc(argv: list[str], timeout: float) -> tuple[int, str, str]:
+    """:func:`run_argv` for tools whose exit code is part of the answer: (rc, stdout, stderr)."""
     path = os.environ.get("PATH") or DEFAULT_PATH  # slurmd runs the Prolog without PATH
     exe = shutil.which(argv[0], path=path)
     if exe is None:
@@ -97,10 +106,7 @@ def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> 
     finally:
         with _LIVE_LOCK:
             LIVE_PGIDS.discard(proc.pid)
-    if proc.returncode not in ok_rc:
-        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
-        raise ProbeFailed(f"{argv[0]} exit {proc.returncode}: {tail[0][:160]}")
-    return out
+    return proc.returncode, out, err
 
 
 def _cmd(ctx: ProbeContext, name: str, default: list[str], **kw: Any) -> str:
@@ -112,6 +118,13 @@ def _cmd(ctx: ProbeContext, name: str, default: list[str], **kw: Any) -> str:
 
 def nvidia_smi_q(ctx: ProbeContext) -> str:
     return _cmd(ctx, "nvidia_smi_q", ["nvidia-smi", "-q"])
+
+
+def nvidia_smi_q_load(ctx: ProbeContext) -> str:
+    """``nvidia-smi -q -d PCI,UTILIZATION`` taken ``pcie_load_delay_s`` into the full profile,
+    while gpu_burn (started at the same time) keeps the GPUs busy."""
+    time.sleep(float(ctx.exp.get("pcie_load_delay_s", 20)))
+    return _cmd(ctx, "nvidia_smi_q_load", ["nvidia-smi", "-q", "-d", "PCI,UTILIZATION"])
 
 
 def nvlink_status(ctx: ProbeContext) -> str:
@@ -372,9 +385,21 @@ def process_names(ctx: ProbeContext) -> set[str]:
 # ---- full profile --------------------------------------------------------------------------
 
 
-def dcgm_diag(ctx: ProbeContext) -> str:
+#: dcgmi exits 256 + the (negative) dcgmReturn_t: 226 = DCGM_ST_NVVS_ERROR (a test failed),
+#: 205 = DCGM_ST_NVVS_ISOLATE_ERROR (a failure that needs the GPU isolated, e.g. a volatile
+#: double-bit ECC error).  Both come with the full JSON result.
+DCGM_DIAG_RESULT_RC = (0, 205, 226)
+
+
+def dcgm_diag(ctx: ProbeContext) -> dict[str, Any]:
+    """``dcgmi diag -r N -j``: ``{"exit_code": rc, "output": json text}``."""
     lvl = str(ctx.exp.get("dcgm_level", 2))
-    return _cmd(ctx, "dcgm_diag", ["dcgmi", "diag", "-r", lvl, "-j"], ok_rc=(0, 226))
+    argv = ctx.argv.get("dcgm_diag", ["dcgmi", "diag", "-r", lvl, "-j"])
+    rc, out, err = run_argv_rc(argv, ctx.timeout)
+    if rc not in DCGM_DIAG_RESULT_RC:
+        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+        raise ProbeFailed(f"{argv[0]} exit {rc}: {tail[0][:160]}")
+    return {"exit_code": rc, "output": out}
 
 
 def nccl_allreduce(ctx: ProbeContext) -> str:
