@@ -522,7 +522,7 @@ def mounts(status: dict[str, dict[str, Any]] | None, exp: Exp) -> Verdict:
     return Verdict("mounts", PASS, f"{len(want)} mounts responsive")
 
 
-def disk_space(usage: dict[str, tuple[int, int] | str] | None, exp: Exp) -> Verdict:
+def disk_space(usage: dict[str, tuple[int, ...] | str] | None, exp: Exp) -> Verdict:
     """Free space on configured paths (bytes free, bytes total) >= ``disk_min_free_pct``.
 
     A configured path that does not exist (or cannot be statfs'ed: the probe's error text) fails:
@@ -537,7 +537,7 @@ def disk_space(usage: dict[str, tuple[int, int] | str] | None, exp: Exp) -> Verd
         if isinstance(res, str):
             gone.append(f"{path}: {res}")
             continue
-        free, total = res
+        free, total = res[0], res[1]
         share = 100.0 * free / total if total else 0.0
         (bad if share < pct else ok).append(f"{path} {share:.1f}% free")
     if gone or bad:
@@ -700,3 +700,328 @@ def data_read(res: dict[str, float] | None, exp: Exp) -> Verdict:
 
 
 CheckFn = Callable[[Any, Exp], Verdict]
+
+
+# ---- coverage: checks two or more of Aegis/gpud/AzHC/gcm/NHC have (docs/cbd.md) -----------
+
+
+def persistence_mode(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """Persistence mode on every GPU (nvidia-persistenced or ``nvidia-smi -pm 1``).
+
+    Without it the driver tears GPU state down between jobs: slow first CUDA call, lost
+    application clocks.  ``persistence_mode``: "require" (fail), "warn" (default), "off".
+    Source: gpud persistence-mode component, gcm check_nvidia_smi (fails), AzHC.
+    """
+    mode = exp.get("persistence_mode", "warn")
+    skip = _no_gpu("persistence_mode", smi, exp)
+    if skip or mode == "off":
+        return skip or Verdict("persistence_mode", SKIP, "disabled")
+    assert smi is not None
+    off = [f"GPU{i}" for i, g in _gpu_names(smi) if g.get("Persistence Mode") == "Disabled"]
+    if off:
+        ev = "persistence mode disabled on " + _join(off, 8)
+        return Verdict("persistence_mode", FAIL if mode == "require" else WARN, ev)
+    return Verdict("persistence_mode", PASS, f"enabled on {len(smi.gpus)} GPUs")
+
+
+def vbios(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """VBIOS version the same on every GPU of a model, and as configured (``vbios_versions``).
+
+    A GPU swapped in by RMA often carries another VBIOS; mixed VBIOS on one node is a known
+    cause of NCCL/NVLink trouble.  Mixed -> warn; not in the configured list -> fail.
+    Source: AzHC azure_gpu_vbios.nhc, gcm check_nvidia_smi vbios, gpud info.
+    """
+    skip = _no_gpu("vbios", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    allowed = exp.get("vbios_versions") or []
+    allowed = [allowed] if isinstance(allowed, str) else list(allowed)
+    by_model: dict[str, set[str]] = {}
+    bad = []
+    for i, g in _gpu_names(smi):
+        ver = str(g.get("VBIOS Version", ""))
+        by_model.setdefault(str(g.get("Product Name", "?")), set()).add(ver)
+        if allowed and ver not in allowed:
+            bad.append(f"GPU{i} VBIOS {ver} not in {allowed}")
+    if bad:
+        return Verdict("vbios", FAIL, _join(bad))
+    mixed = [f"{m}: {', '.join(sorted(v))}" for m, v in sorted(by_model.items()) if len(v) > 1]
+    if mixed:
+        return Verdict("vbios", WARN, "mixed VBIOS " + _join(mixed))
+    vers = sorted({v for vs in by_model.values() for v in vs})
+    return Verdict("vbios", PASS, f"VBIOS {', '.join(vers)} on {len(smi.gpus)} GPUs")
+
+
+def _ecc_sum(tree: Any, word: str) -> int:
+    if not isinstance(tree, dict):
+        return 0
+    return sum(as_int(v) or 0 for k, v in tree.items() if word in k and isinstance(v, str))
+
+
+def ecc_health(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """ECC mode, SRAM threshold, correctable and lifetime (aggregate) ECC counts.
+
+    Fails: ECC mode disabled where it is available (``ecc_mode_required``, default true), or
+    "SRAM Threshold Exceeded: Yes" (NVIDIA: the GPU needs replacing).  Warns: volatile
+    correctable >= ``ecc_correctable_volatile_warn`` (10000) or aggregate uncorrectable >=
+    ``ecc_aggregate_uncorrectable_warn`` (10): trend material, the drain decision is
+    row_remap / ecc_uncorrectable.  Source: gcm ecc_corrected_volatile_total / aggregate,
+    AzHC azure_gpu_ecc.nhc, gpud ecc component, NVIDIA memory error management docs.
+    """
+    skip = _no_gpu("ecc_health", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    need_mode = exp.get("ecc_mode_required", True)
+    ce_warn = int(exp.get("ecc_correctable_volatile_warn", 10000))
+    agg_warn = int(exp.get("ecc_aggregate_uncorrectable_warn", 10))
+    bad, warn = [], []
+    for i, g in _gpu_names(smi):
+        if need_mode and tree_get(g, "ECC Mode", "Current") == "Disabled":
+            bad.append(f"GPU{i} ECC mode disabled")
+        errs = g.get("ECC Errors", {})
+        if not isinstance(errs, dict):
+            continue
+        agg = errs.get("Aggregate", {})
+        if isinstance(agg, dict) and agg.get("SRAM Threshold Exceeded") == "Yes":
+            bad.append(f"GPU{i} SRAM uncorrectable threshold exceeded")
+        ce = _ecc_sum(errs.get("Volatile"), "Correctable")
+        if ce >= ce_warn:
+            warn.append(f"GPU{i} {ce} correctable volatile")
+        ue = _ecc_sum(agg, "Uncorrectable")
+        if ue >= agg_warn:
+            warn.append(f"GPU{i} {ue} uncorrectable lifetime")
+    if bad:
+        return Verdict("ecc_health", FAIL, _join(bad + warn))
+    if warn:
+        return Verdict("ecc_health", WARN, _join(warn))
+    return Verdict("ecc_health", PASS, f"ECC counts below limits on {len(smi.gpus)} GPUs")
+
+
+def gpu_reset_required(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """The driver's own verdict: "GPU Reset Status: Reset Required / Drain and Reset
+    Recommended: Yes" (set after Xid 94/95/154-class events, cleared by a GPU reset).
+
+    Source: NVIDIA nvidia-smi -q (GPU Reset Status), gpud (GPU recovery action), DCGM.
+    """
+    skip = _no_gpu("gpu_reset_required", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    bad = []
+    for i, g in _gpu_names(smi):
+        st = g.get("GPU Reset Status", {})
+        if not isinstance(st, dict):
+            continue
+        if st.get("Reset Required") == "Yes":
+            bad.append(f"GPU{i} reset required")
+        elif st.get("Drain and Reset Recommended") == "Yes":
+            bad.append(f"GPU{i} drain and reset recommended")
+    if bad:
+        return Verdict("gpu_reset_required", FAIL, _join(bad))
+    return Verdict("gpu_reset_required", PASS, "no GPU asks for a reset")
+
+
+def app_clocks(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """Application clocks at their defaults (a job that ran ``nvidia-smi -ac`` and left them
+    lowered slows every later job).  Differs -> warn.  Source: gcm clock checks, AzHC
+    azure_gpu_app_clocks, Aegis (clock configuration before delivery).
+    """
+    skip = _no_gpu("app_clocks", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    off = []
+    for i, g in _gpu_names(smi):
+        for clk in ("Graphics", "Memory"):
+            cur = tree_get(g, "Applications Clocks", clk)
+            default = tree_get(g, "Default Applications Clocks", clk)
+            if cur and default and "N/A" not in (cur, default) and cur != default:
+                off.append(f"GPU{i} {clk} {cur} != default {default}")
+    if off:
+        return Verdict("app_clocks", WARN, _join(off))
+    return Verdict("app_clocks", PASS, "application clocks at defaults")
+
+
+def swap(meminfo: dict[str, int] | None, exp: Exp) -> Verdict:
+    """Swap as configured: ``swap_max_gib`` (-1 = any; 0 = must have none) and used share
+    < ``swap_used_warn_pct`` (a node that swaps stalls the synchronous step of a training job).
+    Source: NHC check_hw_swap / check_hw_swap_free, gcm memory checks.
+    """
+    if meminfo is None or "SwapTotal" not in meminfo:
+        return Verdict("swap", SKIP, "/proc/meminfo unavailable")
+    total = meminfo["SwapTotal"] / 2**20
+    used = (meminfo["SwapTotal"] - meminfo.get("SwapFree", meminfo["SwapTotal"])) / 2**20
+    max_gib = float(exp.get("swap_max_gib", -1))
+    if max_gib >= 0 and total > max_gib:
+        return Verdict("swap", FAIL, f"{total:.1f} GiB swap > {max_gib:g} GiB allowed")
+    pct = float(exp.get("swap_used_warn_pct", 50))
+    if total and 100 * used / total >= pct:
+        return Verdict("swap", WARN, f"{used:.1f} of {total:.1f} GiB swap used (>= {pct:g}%)")
+    return Verdict("swap", PASS, f"{total:.1f} GiB swap, {used:.1f} GiB used")
+
+
+def processes(data: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """Processes in D state (uninterruptible: a hung filesystem or driver), zombies, and the
+    5-minute load per CPU on a node that is about to get a job.
+
+    ``data`` = :func:`parse.parse_proc_snapshot`.  Over ``proc_dstate_max`` (0) D-state,
+    ``proc_zombie_max`` (50) zombies or ``load_per_cpu_max`` (2.0) -> warn: a single snapshot
+    catches transient D states too, so this never drains by default.  Source: gcm
+    check_dstate / check_zombie, NHC check_ps_loadavg, gpud.
+    """
+    if data is None:
+        return Verdict("processes", SKIP, "/proc unavailable")
+    states = data["states"]
+    dstate = sorted(f"{pid}({comm})" for pid, (comm, st) in states.items() if st == "D")
+    zombies = [pid for pid, (_, st) in states.items() if st == "Z"]
+    warn = []
+    if len(dstate) > int(exp.get("proc_dstate_max", 0)):
+        warn.append(f"{len(dstate)} in D state: " + ", ".join(dstate[:5]))
+    if len(zombies) > int(exp.get("proc_zombie_max", 50)):
+        warn.append(f"{len(zombies)} zombies")
+    load5, ncpu = data.get("load5"), data.get("ncpu") or 0
+    per_cpu = float(exp.get("load_per_cpu_max", 2.0))
+    if load5 is not None and ncpu and per_cpu > 0 and load5 > per_cpu * ncpu:
+        warn.append(f"load5 {load5:g} > {per_cpu:g} x {ncpu} CPUs")
+    if warn:
+        return Verdict("processes", WARN, "; ".join(warn))
+    return Verdict("processes", PASS, f"{len(states)} processes, none stuck; load5 {load5}")
+
+
+def kernel_modules(loaded: set[str] | None, exp: Exp) -> Verdict:
+    """Required kernel modules loaded (``kernel_modules``, e.g. nvidia_peermem for GPUDirect
+    RDMA, ib_umad, nvidia_uvm).  A missing nvidia_peermem silently halves NCCL bandwidth.
+    Source: gpud peermem component, AzHC, gcm check_nvidia_smi kmod checks.
+    """
+    want = list(exp.get("kernel_modules", []))
+    if not want:
+        return Verdict("kernel_modules", SKIP, "no modules required")
+    if loaded is None:
+        return Verdict("kernel_modules", FAIL, "/proc/modules unreadable")
+    missing = [m for m in want if m.replace("-", "_") not in loaded]
+    if missing:
+        return Verdict("kernel_modules", FAIL, "not loaded: " + ", ".join(missing))
+    return Verdict("kernel_modules", PASS, f"{len(want)} required modules loaded")
+
+
+def disk_inodes(usage: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """Free inodes on the ``disk_paths`` >= ``disk_min_free_inodes_pct`` (5): a scratch full of
+    small files fails writes with free blocks left.  Source: NHC check_fs_inodes / ifree,
+    gcm disk checks.
+    """
+    if not usage:
+        return Verdict("disk_inodes", SKIP, "no paths configured")
+    pct = float(exp.get("disk_min_free_inodes_pct", 5))
+    bad, ok = [], []
+    for path, res in sorted(usage.items()):
+        if isinstance(res, str) or len(res) < 4 or not res[3]:
+            continue  # missing path: disk_space reports it; filesystems without inodes
+        share = 100.0 * res[2] / res[3]
+        (bad if share < pct else ok).append(f"{path} {share:.1f}% inodes free")
+    if bad:
+        return Verdict("disk_inodes", FAIL, _join(bad) + f" (< {pct:g}%)")
+    if not ok:
+        return Verdict("disk_inodes", SKIP, "no inode counts (filesystem reports none)")
+    return Verdict("disk_inodes", PASS, _join(ok))
+
+
+def nvme(devs: dict[str, str] | None, exp: Exp) -> Verdict:
+    """NVMe controllers present and ``live`` (sysfs), at least ``nvme_count``.
+
+    A dropped local NVMe kills checkpoint staging and data caches.  Source: gcm
+    check_blockdev (manifest), AzHC azure_nvme count, NHC.
+    """
+    want = int(exp.get("nvme_count", 0))
+    if not want:
+        return Verdict("nvme", SKIP, "no NVMe count configured")
+    devs = devs or {}
+    live = sorted(d for d, st in devs.items() if st == "live")
+    down = [f"{d} {st}" for d, st in sorted(devs.items()) if st != "live"]
+    if len(live) < want:
+        ev = f"{len(live)}/{want} NVMe live" + ("; " + _join(down) if down else "")
+        return Verdict("nvme", FAIL, ev)
+    if down:
+        return Verdict("nvme", WARN, f"{len(live)} live; " + _join(down))
+    return Verdict("nvme", PASS, f"{len(live)} NVMe live")
+
+
+def nvme_smart(smart: dict[str, dict] | None, exp: Exp) -> Verdict:
+    """smartctl -j health of each NVMe: SMART failed, critical_warning set, spare below its
+    threshold or percentage_used > 100 -> fail; percentage_used > ``nvme_used_warn_pct`` (80)
+    or media errors -> warn.  Source: gcm check_blockdev (same thresholds), AzHC, NHC.
+    """
+    if not smart:
+        return Verdict("nvme_smart", SKIP, "unavailable: no NVMe or smartctl")
+    used_warn = int(exp.get("nvme_used_warn_pct", 80))
+    bad, warn = [], []
+    for dev, d in sorted(smart.items()):
+        h = d.get("nvme_smart_health_information_log") or {}
+        if d.get("smart_status", {}).get("passed") is False:
+            bad.append(f"{dev} SMART failed")
+        if h.get("critical_warning"):
+            bad.append(f"{dev} critical_warning {h['critical_warning']:#x}")
+        spare, thresh = h.get("available_spare"), h.get("available_spare_threshold")
+        if spare is not None and thresh is not None and spare < thresh:
+            bad.append(f"{dev} spare {spare}% < {thresh}%")
+        used = h.get("percentage_used", 0)
+        if used > 100:
+            bad.append(f"{dev} {used}% used")
+        elif used > used_warn:
+            warn.append(f"{dev} {used}% used")
+        if h.get("media_errors"):
+            warn.append(f"{dev} {h['media_errors']} media errors")
+    if bad:
+        return Verdict("nvme_smart", FAIL, _join(bad + warn))
+    if warn:
+        return Verdict("nvme_smart", WARN, _join(warn))
+    return Verdict("nvme_smart", PASS, f"{len(smart)} NVMe healthy")
+
+
+def edac(counts: dict[str, dict[str, int]] | None, exp: Exp) -> Verdict:
+    """Host memory errors since boot from the EDAC counters (machine-check memory errors):
+    uncorrectable > 0 -> fail, correctable >= ``edac_ce_warn`` (100) -> warn.
+    Source: gpud memory/EDAC, NHC (check_hw_mcelog), gcm check_ipmitool SEL (the same
+    events through the BMC).
+    """
+    if not counts:
+        return Verdict("edac", SKIP, "no EDAC memory controllers")
+    ce_warn = int(exp.get("edac_ce_warn", 100))
+    ue = {mc: c["ue"] for mc, c in counts.items() if c.get("ue")}
+    ce = {mc: c["ce"] for mc, c in counts.items() if c.get("ce", 0) >= ce_warn}
+    if ue:
+        return Verdict("edac", FAIL, "uncorrectable: " + _join([f"{m} {n}" for m, n in ue.items()]))
+    if ce:
+        return Verdict("edac", WARN, "correctable: " + _join([f"{m} {n}" for m, n in ce.items()]))
+    return Verdict("edac", PASS, f"no memory errors on {len(counts)} controllers")
+
+
+def cpu_config(cpu: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """Online CPUs, sockets, SMT and frequency governor as configured (``cpu_count``,
+    ``cpu_sockets``, ``cpu_smt`` "on"/"off", ``cpu_governor``).  A CPU taken offline by a
+    machine check or a BIOS reset to "powersave" slows data loading.  Count/sockets -> fail,
+    SMT/governor -> warn.  Source: NHC check_hw_cpuinfo, gcm check_processor, AzHC.
+    """
+    keys = ("cpu_count", "cpu_sockets", "cpu_smt", "cpu_governor")
+    if not any(exp.get(k) for k in keys):
+        return Verdict("cpu_config", SKIP, "no CPU expectations configured")
+    if cpu is None:
+        return Verdict("cpu_config", SKIP, "CPU topology unreadable")
+    bad, warn = [], []
+    if exp.get("cpu_count") and cpu.get("online") != int(exp["cpu_count"]):
+        bad.append(f"{cpu.get('online')} CPUs online, {exp['cpu_count']} expected")
+    if exp.get("cpu_sockets") and cpu.get("sockets") != int(exp["cpu_sockets"]):
+        bad.append(f"{cpu.get('sockets')} sockets, {exp['cpu_sockets']} expected")
+    smt = exp.get("cpu_smt")
+    if smt and cpu.get("smt") is not None and cpu["smt"] != (smt == "on"):
+        warn.append(f"SMT {'on' if cpu['smt'] else 'off'}, {smt} expected")
+    gov = exp.get("cpu_governor")
+    other = sorted(set(cpu.get("governors", [])) - {gov}) if gov else []
+    if other:
+        warn.append(f"governor {', '.join(other)}, {gov} expected")
+    if bad:
+        return Verdict("cpu_config", FAIL, _join(bad + warn))
+    if warn:
+        return Verdict("cpu_config", WARN, _join(warn))
+    return Verdict("cpu_config", PASS, f"{cpu.get('online')} CPUs, {cpu.get('sockets')} sockets")

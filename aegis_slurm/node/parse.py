@@ -288,3 +288,72 @@ def parse_gpu_burn(text: str) -> GpuBurnResult:
             if float(g) > 0:
                 gflops[i] = float(g)
     return GpuBurnResult(tested, errs, temps, gflops)
+
+
+def parse_proc_modules(text: str) -> set[str]:
+    """``/proc/modules`` or ``lsmod`` output -> loaded module names."""
+    names = {line.split()[0] for line in text.splitlines() if line.strip()}
+    names.discard("Module")  # lsmod header
+    return names
+
+
+def cpu_list_count(text: str) -> int:
+    """Number of CPUs in a kernel CPU list such as ``0-63,128-191``."""
+    n = 0
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+
+def parse_proc_snapshot(raw: dict) -> dict:
+    """:func:`probes.proc_snapshot` -> ``{"states": {pid: (comm, state)}, "load5", "ncpu"}``.
+
+    The comm field of ``/proc/<pid>/stat`` is in parentheses and may itself contain spaces
+    and parentheses, so the state is the first field after the *last* ``)``.
+    """
+    states = {}
+    for line in raw["stat"]:
+        head, sep, tail = line.rpartition(")")
+        pid, _, comm = head.partition(" (")
+        if sep and pid.strip().isdigit() and tail.split():
+            states[int(pid)] = (comm, tail.split()[0])
+    load = raw.get("loadavg", "").split()
+    return {
+        "states": states,
+        "load5": float(load[1]) if len(load) > 1 else None,
+        "ncpu": cpu_list_count(raw["online"]) if raw.get("online", "").strip() else 0,
+    }
+
+
+def parse_edac(raw: dict) -> dict:
+    """``{mc: {"ce": text, "ue": text}}`` -> ints."""
+    return {mc: {k: as_int(v) or 0 for k, v in c.items()} for mc, c in raw.items()}
+
+
+def parse_cpu_topology(raw: dict) -> dict:
+    """:func:`probes.cpu_topology` -> online count, sockets, SMT flag, governors."""
+    sockets = {
+        line.partition(":")[2].strip()
+        for line in raw.get("cpuinfo", "").splitlines()
+        if line.startswith("physical id")
+    }
+    smt = raw.get("smt")
+    return {
+        "online": cpu_list_count(raw["online"]),
+        "sockets": len(sockets) or None,
+        "smt": None if smt is None else smt.strip() == "1",
+        "governors": sorted(set(raw.get("governors", []))),
+    }
+
+
+def parse_smartctl(raw: dict) -> dict:
+    """``{dev: smartctl -j text}`` -> ``{dev: parsed JSON}``."""
+    import json
+
+    try:
+        return {dev: json.loads(text) for dev, text in raw.items()}
+    except ValueError as e:
+        raise ValueError(f"smartctl output is not JSON ({e})") from None

@@ -250,11 +250,11 @@ def statfs_child(path: str, timeout: float, read_file: str = "") -> dict[str, An
     A stale NFS/GPFS/Lustre mount hangs statfs in the kernel; doing it in a killable child keeps
     the checker alive and turns the hang into a verdict.  Returns blocks/avail/bsize or raises.
     """
-    out = run_argv(["stat", "-f", "-c", "%b %a %S", "--", path], timeout)
-    blocks, avail, bsize = (int(x) for x in out.split())
+    out = run_argv(["stat", "-f", "-c", "%b %a %S %c %d", "--", path], timeout)
+    blocks, avail, bsize, files, ffree = (int(x) for x in out.split())
     if read_file:
         run_argv(["head", "-c", "4096", "--", os.path.join(path, read_file)], timeout)
-    return {"total": blocks * bsize, "free": avail * bsize}
+    return {"total": blocks * bsize, "free": avail * bsize, "inodes": files, "ifree": ffree}
 
 
 def mounts_status(ctx: ProbeContext) -> dict[str, dict[str, Any]]:
@@ -282,11 +282,12 @@ def mounts_status(ctx: ProbeContext) -> dict[str, dict[str, Any]]:
     return done
 
 
-def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int] | str]:
-    """``{path: (free, total)}`` per configured path, or the error text when the child
-    ``stat -f`` failed (e.g. the path does not exist).  Every path goes to the child, nothing
-    is looked at in-process (an ``exists()`` on a dead mount hangs this process)."""
-    res: dict[str, tuple[int, int] | str] = {}
+def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int, int, int] | str]:
+    """``{path: (free, total, free inodes, inodes)}`` per configured path, or the error text
+    when the child ``stat -f`` failed (e.g. the path does not exist).  Every path goes to the
+    child, nothing is looked at in-process (an ``exists()`` on a dead mount hangs this
+    process)."""
+    res: dict[str, tuple[int, int, int, int] | str] = {}
 
     def one(p: str) -> None:
         try:
@@ -299,7 +300,7 @@ def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int] | str]:
                 else "statfs failed: " + msg.rsplit(": ", 1)[-1]
             )
             return
-        res[p] = (d["free"], d["total"])
+        res[p] = (d["free"], d["total"], d["ifree"], d["inodes"])
 
     paths = list(ctx.exp.get("disk_paths", []))
     _parallel(one, paths, ctx.timeout + 2)
@@ -382,6 +383,67 @@ def process_names(ctx: ProbeContext) -> set[str]:
     return names
 
 
+def proc_modules(ctx: ProbeContext) -> str:
+    return ctx.path("/proc/modules").read_text()
+
+
+def proc_snapshot(ctx: ProbeContext) -> dict[str, Any]:
+    """``/proc/<pid>/stat`` of every process, ``/proc/loadavg`` and the online CPU list."""
+    stats = []
+    for d in ctx.path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):  # processes exit while we look
+                stats.append((d / "stat").read_text())
+    online = ""
+    with contextlib.suppress(OSError):
+        online = ctx.path("/sys/devices/system/cpu/online").read_text()
+    return {"stat": stats, "loadavg": ctx.path("/proc/loadavg").read_text(), "online": online}
+
+
+def nvme_sysfs(ctx: ProbeContext) -> dict[str, str]:
+    """``{controller: state}`` from /sys/class/nvme/*/state."""
+    base = ctx.path("/sys/class/nvme")
+    if not base.is_dir():
+        return {}
+    out = {}
+    for dev in sorted(base.iterdir()):
+        try:
+            out[dev.name] = (dev / "state").read_text().strip()
+        except OSError:
+            out[dev.name] = "unreadable"
+    return out
+
+
+def edac_counts(ctx: ProbeContext) -> dict[str, dict[str, str]]:
+    """``{mcN: {"ce": text, "ue": text}}`` from /sys/devices/system/edac/mc."""
+    base = ctx.path("/sys/devices/system/edac/mc")
+    if not base.is_dir():
+        raise ProbeMissing("no EDAC memory controllers")
+    out = {}
+    for mc in sorted(base.glob("mc[0-9]*")):
+        with contextlib.suppress(OSError):
+            out[mc.name] = {
+                "ce": (mc / "ce_count").read_text(),
+                "ue": (mc / "ue_count").read_text(),
+            }
+    return out
+
+
+def cpu_topology(ctx: ProbeContext) -> dict[str, Any]:
+    """Online CPU list, SMT state, per-CPU governors and /proc/cpuinfo (for sockets)."""
+    sysd = ctx.path("/sys/devices/system/cpu")
+    out: dict[str, Any] = {"online": (sysd / "online").read_text(), "smt": None}
+    with contextlib.suppress(OSError):
+        out["smt"] = (sysd / "smt" / "active").read_text()
+    govs = []
+    for g in sysd.glob("cpu[0-9]*/cpufreq/scaling_governor"):
+        with contextlib.suppress(OSError):
+            govs.append(g.read_text().strip())
+    out["governors"] = govs
+    out["cpuinfo"] = ctx.path("/proc/cpuinfo").read_text()
+    return out
+
+
 # ---- full profile --------------------------------------------------------------------------
 
 
@@ -400,6 +462,23 @@ def dcgm_diag(ctx: ProbeContext) -> dict[str, Any]:
         tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
         raise ProbeFailed(f"{argv[0]} exit {rc}: {tail[0][:160]}")
     return {"exit_code": rc, "output": out}
+
+
+def nvme_smart(ctx: ProbeContext) -> dict[str, str]:
+    """``smartctl -j -a /dev/<ctrl>`` per NVMe controller: ``{ctrl: json text}``.
+
+    smartctl's exit status is a bit mask that is non-zero for many healthy-but-noteworthy
+    states, so any run that printed JSON counts; the check reads the JSON."""
+    out = {}
+    for dev in nvme_sysfs(ctx):
+        argv = [*ctx.argv.get("nvme_smart", ["smartctl", "-j", "-a"]), f"/dev/{dev}"]
+        rc, text, err = run_argv_rc(argv, ctx.timeout)
+        if not text.strip().startswith("{"):
+            raise ProbeFailed(f"smartctl /dev/{dev} exit {rc}: {(err or text).strip()[:120]}")
+        out[dev] = text
+    if not out:
+        raise ProbeMissing("no NVMe controllers")
+    return out
 
 
 def nccl_allreduce(ctx: ProbeContext) -> str:

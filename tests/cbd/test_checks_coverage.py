@@ -1,0 +1,232 @@
+"""The coverage checks (docs/cbd.md "Coverage") on recorded real outputs: the recording as it
+is (healthy, or broken where the recording is), and an edited copy for the other side."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from aegis_slurm.node import cbd, checks, probes
+from aegis_slurm.node.parse import (
+    parse_cpu_topology,
+    parse_edac,
+    parse_meminfo,
+    parse_nvidia_smi_q,
+    parse_proc_modules,
+    parse_proc_snapshot,
+    parse_smartctl,
+)
+
+from ._fixtures import FIX, edit_gpu, fixture_text
+
+GPUD = "gpud/nvidia-smi-query."
+H100 = GPUD + "535.161.08.out.0.valid"
+TITAN_V = GPUD + "560.35.03.out.0.valid"
+RTX4090 = GPUD + "535.154.05.out.0.valid"
+NE = FIX / "node_exporter"
+
+
+def smi(rel: str):
+    return parse_nvidia_smi_q(fixture_text(rel))
+
+
+def test_persistence_mode_recorded_disabled_titan_v():
+    assert checks.persistence_mode(smi(H100), {}).state == "pass"
+    v = checks.persistence_mode(smi(TITAN_V), {})
+    assert (v.state, v.evidence) == ("warn", "persistence mode disabled on GPU0")
+    assert checks.persistence_mode(smi(TITAN_V), {"persistence_mode": "require"}).state == "fail"
+    assert checks.persistence_mode(smi(TITAN_V), {"persistence_mode": "off"}).state == "skip"
+
+
+def test_vbios_consistency_and_expected_version():
+    v = checks.vbios(smi(H100), {})
+    assert (v.state, v.evidence) == ("pass", "VBIOS 96.00.74.00.0D on 8 GPUs")
+    mixed = edit_gpu(
+        fixture_text(H100),
+        5,
+        "VBIOS Version                         : 96.00.74.00.0D",
+        "VBIOS Version                         : 96.00.74.00.01",
+    )
+    v = checks.vbios(parse_nvidia_smi_q(mixed), {})
+    assert v.state == "warn" and "96.00.74.00.01, 96.00.74.00.0D" in v.evidence
+    # the other recorded H100 node runs .01 everywhere: wrong for a site pinned to .0D
+    v = checks.vbios(smi(GPUD + "535.183.01.out.0.valid"), {"vbios_versions": ["96.00.74.00.0D"]})
+    assert v.state == "fail" and "GPU0 VBIOS 96.00.74.00.01 not in" in v.evidence
+
+
+def test_ecc_health_sram_threshold_correctable_and_mode():
+    text = fixture_text(H100)
+    assert checks.ecc_health(parse_nvidia_smi_q(text), {}).state == "pass"
+    # ECC N/A (TITAN V consumer board): not a failure
+    assert checks.ecc_health(smi(TITAN_V), {}).state == "pass"
+    sram = edit_gpu(
+        text,
+        4,
+        "SRAM Threshold Exceeded       : No",
+        "SRAM Threshold Exceeded       : Yes",
+    )
+    v = checks.ecc_health(parse_nvidia_smi_q(sram), {})
+    assert (v.state, v.evidence) == ("fail", "GPU4 SRAM uncorrectable threshold exceeded")
+    ce = edit_gpu(
+        text, 2, "DRAM Correctable              : 0", "DRAM Correctable              : 25000"
+    )
+    v = checks.ecc_health(parse_nvidia_smi_q(ce), {})
+    assert (v.state, v.evidence) == ("warn", "GPU2 25000 correctable volatile")
+    off = edit_gpu(
+        text,
+        1,
+        r"ECC Mode\n        Current                           : Enabled",
+        "ECC Mode\n        Current                           : Disabled",
+    )
+    assert checks.ecc_health(parse_nvidia_smi_q(off), {}).evidence == "GPU1 ECC mode disabled"
+
+
+def test_gpu_reset_required():
+    text = fixture_text(H100)
+    assert checks.gpu_reset_required(parse_nvidia_smi_q(text), {}).state == "pass"
+    bad = edit_gpu(
+        text, 6, "Reset Required                    : No", "Reset Required                    : Yes"
+    )
+    v = checks.gpu_reset_required(parse_nvidia_smi_q(bad), {})
+    assert (v.state, v.evidence) == ("fail", "GPU6 reset required")
+
+
+def test_app_clocks():
+    for rel in (H100, RTX4090, TITAN_V):
+        assert checks.app_clocks(smi(rel), {}).state == "pass", rel
+    low = edit_gpu(
+        fixture_text(H100),
+        0,
+        r"Applications Clocks\n        Graphics                          : 1980 MHz",
+        "Applications Clocks\n        Graphics                          : 1410 MHz",
+    )
+    v = checks.app_clocks(parse_nvidia_smi_q(low), {})
+    assert (v.state, v.evidence) == ("warn", "GPU0 Graphics 1410 MHz != default 1980 MHz")
+
+
+def test_swap_recorded_meminfo():
+    mi = parse_meminfo((NE / "proc" / "meminfo").read_text())  # 4 GiB swap, ~1 GiB used
+    v = checks.swap(mi, {})
+    assert v.state == "pass" and v.evidence.startswith("4.0 GiB swap")
+    assert checks.swap(mi, {"swap_max_gib": 0}).state == "fail"
+    assert checks.swap(mi, {"swap_used_warn_pct": 20}).state == "warn"
+
+
+def _snapshot(extra: list[str] | None = None) -> dict:
+    stats = [(NE / "proc" / p / "stat").read_text() for p in ("1", "10", "11")]
+    return {
+        "stat": stats + (extra or []),
+        "loadavg": (NE / "proc" / "loadavg").read_text(),
+        "online": (NE / "sys/devices/system/cpu/online").read_text(),
+    }
+
+
+def test_processes_dstate_zombie_load():
+    snap = parse_proc_snapshot(_snapshot())
+    assert snap["ncpu"] == 4 and snap["load5"] == 0.37
+    assert snap["states"][1] == ("systemd", "S") and snap["states"][11][1] == "I"
+    assert checks.processes(snap, {}).state == "pass"
+    # the same record shape with a D-state process whose name holds ") Z (" (names are the
+    # user's: the state is the field after the *last* parenthesis)
+    stuck = "4242 (python) Z (x) D 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 29\n"
+    v = checks.processes(parse_proc_snapshot(_snapshot([stuck])), {})
+    assert (v.state, v.evidence) == ("warn", "1 in D state: 4242(python) Z (x)")
+    busy = {**_snapshot(), "loadavg": "12.0 11.5 10.0 9/719 19737\n"}
+    v = checks.processes(parse_proc_snapshot(busy), {})
+    assert v.state == "warn" and "load5 11.5 > 2 x 4 CPUs" in v.evidence
+
+
+def test_kernel_modules_recorded_lsmod():
+    loaded = parse_proc_modules(fixture_text("gpud/lsmod.peermem.h100"))
+    assert {"nvidia_peermem", "ib_core", "nvidia"} <= loaded
+    want = {"kernel_modules": ["nvidia_peermem", "nvidia"]}
+    assert checks.kernel_modules(loaded, want).state == "pass"
+    v = checks.kernel_modules(loaded - {"nvidia_peermem"}, want)
+    assert (v.state, v.evidence) == ("fail", "not loaded: nvidia_peermem")
+    assert checks.kernel_modules(None, {}).state == "skip"
+
+
+def test_disk_inodes():
+    ok = {"/tmp": (50, 100, 900, 1000)}
+    assert checks.disk_inodes(ok, {}).state == "pass"
+    v = checks.disk_inodes({"/scratch": (50, 100, 10, 1000)}, {})
+    assert (v.state, v.evidence) == ("fail", "/scratch 1.0% inodes free (< 5%)")
+    # a missing path is disk_space's verdict, and filesystems without inode counts skip
+    assert checks.disk_inodes({"/x": "does not exist", "/y": (1, 2, 0, 0)}, {}).state == "skip"
+    assert checks.disk_space(ok, {}).state == "pass"  # 4-tuples still read as space
+
+
+def test_disk_probe_reads_inodes_of_a_real_filesystem(tmp_path: Path):
+    ctx = probes.ProbeContext(exp={"disk_paths": [str(tmp_path)]}, timeout=10)
+    res = probes.disk_usage(ctx)[str(tmp_path)]
+    assert len(res) == 4 and res[1] > 0 and res[3] >= res[2] >= 0
+
+
+def test_nvme_sysfs_and_smart_recorded():
+    devs = {"nvme0": (NE / "sys/class/nvme/nvme0/state").read_text().strip()}
+    assert checks.nvme(devs, {"nvme_count": 1}).state == "pass"
+    v = checks.nvme(devs, {"nvme_count": 2})
+    assert (v.state, v.evidence) == ("fail", "1/2 NVMe live")
+    assert checks.nvme({"nvme0": "live", "nvme1": "dead"}, {"nvme_count": 2}).state == "fail"
+    good_dir = FIX / "gcm/smartctl_dumps/cache_good"
+    good = parse_smartctl({p.stem: p.read_text() for p in sorted(good_dir.glob("*.json"))})
+    assert len(good) == 12 and checks.nvme_smart(good, {}).state == "pass"
+    bad = {"nvme9": fixture_text("gcm/smartctl_dumps/learn_bad_nvme9/nvme9.json")}
+    v = checks.nvme_smart(parse_smartctl(bad), {})
+    assert (v.state, v.evidence) == ("fail", "nvme9 spare 0% < 11%")
+
+
+def test_edac_recorded_counters():
+    base = NE / "sys/devices/system/edac/mc/mc0"
+    raw = {"mc0": {"ce": (base / "ce_count").read_text(), "ue": (base / "ue_count").read_text()}}
+    v = checks.edac(parse_edac(raw), {})
+    assert (v.state, v.evidence) == ("fail", "uncorrectable: mc0 5")
+    clean = parse_edac({"mc0": {**raw["mc0"], "ue": "0\n"}})
+    assert checks.edac(clean, {}).state == "pass"
+    assert checks.edac(clean, {"edac_ce_warn": 1}).state == "warn"
+    assert checks.edac(None, {}).state == "skip"
+
+
+def test_cpu_config_recorded_topology(tmp_path: Path):
+    root = tmp_path / "root"
+    shutil.copytree(NE / "sys", root / "sys")
+    (root / "proc").mkdir()
+    shutil.copy(NE / "proc/cpuinfo", root / "proc/cpuinfo")
+    raw = probes.cpu_topology(probes.ProbeContext(exp={}, root=root))
+    cpu = parse_cpu_topology(raw)
+    assert cpu == {"online": 4, "sockets": 1, "smt": None, "governors": ["powersave"]}
+    want = {"cpu_count": 4, "cpu_sockets": 1}
+    assert checks.cpu_config(cpu, want).state == "pass"
+    v = checks.cpu_config(cpu, {"cpu_count": 8})
+    assert (v.state, v.evidence) == ("fail", "4 CPUs online, 8 expected")
+    v = checks.cpu_config(cpu, {**want, "cpu_governor": "performance"})
+    assert (v.state, v.evidence) == ("warn", "governor powersave, performance expected")
+    assert checks.cpu_config(cpu, {}).state == "skip"
+
+
+def test_coverage_checks_registered_and_never_fail_an_unconfigured_node():
+    # this machine (no GPU, no EDAC, no NVMe, nothing configured): nothing fails or errors
+    names = {
+        "persistence_mode", "vbios", "ecc_health", "gpu_reset_required", "app_clocks",
+        "swap", "processes", "kernel_modules", "disk_inodes", "nvme", "edac", "cpu_config",
+    }  # fmt: skip
+    assert names <= {s.name for s in cbd.SPECS if s.profile == "light"}
+    cfg = {"runtime": {}, "expect": {"gpus": 0, "disk_paths": [], "time_sync": "off"}}
+    out = cbd.run(cfg, "n1", "light", only=sorted(names), root="/")
+    assert {v.check for v in out} == names
+    assert all(v.state in ("skip", "pass", "warn") for v in out), [(v.check, v.state) for v in out]
+    assert {v.check for v in out if v.state == "skip"} >= {"vbios", "nvme", "cpu_config"}
+
+
+def test_smartctl_probe_runs_per_controller(tmp_path: Path):
+    (tmp_path / "sys/class/nvme/nvme0").mkdir(parents=True)
+    (tmp_path / "sys/class/nvme/nvme0/state").write_text("live\n")
+    dump = FIX / "gcm/smartctl_dumps/learn_bad_nvme9/nvme9.json"
+    # smartctl exits with a bit mask (here 4) and still prints its JSON
+    fake = tmp_path / "smartctl"
+    fake.write_text(f"#!/bin/sh\ncat {dump}\nexit 4\n")
+    fake.chmod(0o755)
+    ctx = probes.ProbeContext(exp={}, root=tmp_path, argv={"nvme_smart": [str(fake)]})
+    raw = probes.nvme_smart(ctx)
+    assert list(raw) == ["nvme0"] and json.loads(raw["nvme0"])["smart_status"]["passed"]
