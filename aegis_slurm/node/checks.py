@@ -762,8 +762,9 @@ def _ecc_sum(tree: Any, word: str) -> int:
 def ecc_health(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     """ECC mode, SRAM threshold, correctable and lifetime (aggregate) ECC counts.
 
-    Fails: ECC mode disabled where it is available (``ecc_mode_required``, default true), or
-    "SRAM Threshold Exceeded: Yes" (NVIDIA: the GPU needs replacing).  Warns: volatile
+    Fails: ECC mode disabled when ``ecc_mode_required`` (default false: GeForce/RTX nodes run
+    with ECC off by choice, e.g. the recorded 8x RTX 4090 nodes), or "SRAM Threshold
+    Exceeded: Yes" (NVIDIA: the GPU needs replacing).  Warns: volatile
     correctable >= ``ecc_correctable_volatile_warn`` (10000) or aggregate uncorrectable >=
     ``ecc_aggregate_uncorrectable_warn`` (10): trend material, the drain decision is
     row_remap / ecc_uncorrectable.  Source: gcm ecc_corrected_volatile_total / aggregate,
@@ -773,7 +774,7 @@ def ecc_health(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     if skip:
         return skip
     assert smi is not None
-    need_mode = exp.get("ecc_mode_required", True)
+    need_mode = exp.get("ecc_mode_required", False)
     ce_warn = int(exp.get("ecc_correctable_volatile_warn", 10000))
     agg_warn = int(exp.get("ecc_aggregate_uncorrectable_warn", 10))
     bad, warn = [], []
