@@ -873,7 +873,7 @@ def processes(data: dict[str, Any] | None, exp: Exp) -> Verdict:
     check_dstate / check_zombie, NHC check_ps_loadavg, gpud.
     """
     if data is None:
-        return Verdict("processes", SKIP, "/proc unavailable")
+        return Verdict("processes", SKIP, "/proc/loadavg unavailable")
     states = data["states"]
     dstate = sorted(f"{pid}({comm})" for pid, (comm, st) in states.items() if st == "D")
     zombies = [pid for pid, (_, st) in states.items() if st == "Z"]

@@ -389,6 +389,9 @@ def proc_modules(ctx: ProbeContext) -> str:
 
 def proc_snapshot(ctx: ProbeContext) -> dict[str, Any]:
     """``/proc/<pid>/stat`` of every process, ``/proc/loadavg`` and the online CPU list."""
+    loadavg = ctx.path("/proc/loadavg")
+    if not loadavg.exists():  # e.g. root = "/host" without the host's /proc mounted
+        raise ProbeMissing(f"{loadavg} absent")
     stats = []
     for d in ctx.path("/proc").iterdir():
         if d.name.isdigit():
@@ -397,7 +400,7 @@ def proc_snapshot(ctx: ProbeContext) -> dict[str, Any]:
     online = ""
     with contextlib.suppress(OSError):
         online = ctx.path("/sys/devices/system/cpu/online").read_text()
-    return {"stat": stats, "loadavg": ctx.path("/proc/loadavg").read_text(), "online": online}
+    return {"stat": stats, "loadavg": loadavg.read_text(), "online": online}
 
 
 def nvme_sysfs(ctx: ProbeContext) -> dict[str, str]:
