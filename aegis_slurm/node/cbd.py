@@ -52,7 +52,7 @@ def _ident(raw: Any, st: RunState) -> Any:
 
 
 def _smi(raw: str, st: RunState) -> parse.NvidiaSmiQuery:
-    return parse.parse_nvidia_smi_q(raw)
+    return parse.parse_nvidia_smi_q_once(raw)
 
 
 def _new_xids(raw: str, st: RunState) -> list[xidcat.XidEvent]:

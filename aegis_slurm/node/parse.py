@@ -6,6 +6,7 @@ Each parser is tested on real recorded output (tests/fixtures/hostsignals/).  A 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -64,6 +65,13 @@ def parse_nvidia_smi_q(text: str) -> NvidiaSmiQuery:
         attached=attached,
         gpus=[_indent_tree(b) for b in blocks],
     )
+
+
+@functools.lru_cache(maxsize=2)
+def parse_nvidia_smi_q_once(text: str) -> NvidiaSmiQuery:
+    """:func:`parse_nvidia_smi_q` memoised on the text: one ``nvidia-smi -q`` feeds thirteen
+    checks, which must not parse 70 KB thirteen times.  Callers must not mutate the result."""
+    return parse_nvidia_smi_q(text)
 
 
 def tree_get(tree: Tree, *path: str, default: str = "") -> str:
