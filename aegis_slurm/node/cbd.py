@@ -156,6 +156,13 @@ SPECS: list[Spec] = [
     ),
     Spec("gpu_burn", "gpu_burn", lambda r, s: parse.parse_gpu_burn(r), checks.gpu_burn, "full"),
     Spec("pcie_link_load", "nvidia_smi_q_load", _smi, checks.pcie_link_load, "full"),
+    Spec(
+        "pcie_bandwidth",
+        "nvbandwidth",
+        lambda r, s: parse.parse_nvbandwidth(r),
+        checks.pcie_bandwidth,
+        "full",
+    ),
     Spec("data_read", "data_read", _ident, checks.data_read, "full"),
     Spec(
         "nvme_smart", "nvme_smart", lambda r, s: parse.parse_smartctl(r), checks.nvme_smart, "full"
@@ -184,6 +191,7 @@ PROBES: dict[str, ProbeFn] = {
     "nccl_allreduce": probes.nccl_allreduce,
     "gpu_burn": probes.gpu_burn,
     "nvidia_smi_q_load": probes.nvidia_smi_q_load,
+    "nvbandwidth": probes.nvbandwidth,
     "data_read": probes.data_read,
 }
 

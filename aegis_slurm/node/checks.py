@@ -20,7 +20,7 @@ from aegis_slurm.node.parse import (
     as_int,
     tree_get,
 )
-from aegis_slurm.node.verdict import FAIL, PASS, SKIP, WARN, Verdict
+from aegis_slurm.node.verdict import FAIL, PASS, PROBE_ERROR, SKIP, WARN, Verdict
 
 Exp = dict[str, Any]
 
@@ -1026,3 +1026,39 @@ def cpu_config(cpu: dict[str, Any] | None, exp: Exp) -> Verdict:
     if warn:
         return Verdict("cpu_config", WARN, _join(warn))
     return Verdict("cpu_config", PASS, f"{cpu.get('online')} CPUs, {cpu.get('sockets')} sockets")
+
+
+#: nvbandwidth testcases that measure the PCIe (or C2C) path between host and each GPU
+H2D_TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce")
+
+
+def pcie_bandwidth(res: dict[str, dict[int, float]] | None, exp: Exp) -> Verdict:
+    """nvbandwidth host<->device copy bandwidth per GPU: below ``pcie_min_gbps`` (if set) or
+    below ``pcie_bw_min_ratio`` (0.8) x the node's median -> fail.  A GPU behind a degraded
+    link or switch shows here even when its link reports full width.  Source: AzHC
+    azure_cuda_bandwidth.nhc (H2D/D2H per GPU), Aegis (PCIe bandwidth test), superbenchmark.
+    """
+    if res is None:
+        return Verdict("pcie_bandwidth", SKIP, "unavailable: nvbandwidth not installed")
+    floor = float(exp.get("pcie_min_gbps", 0))
+    ratio = float(exp.get("pcie_bw_min_ratio", 0.8))
+    bad, seen = [], []
+    for test in H2D_TESTS:
+        per_gpu = res.get(test)
+        if not per_gpu:
+            continue
+        seen.append(test)
+        vals = sorted(per_gpu.values())
+        med = vals[len(vals) // 2]
+        short = test.replace("_memcpy_ce", "").replace("host_to_device", "h2d")
+        short = short.replace("device_to_host", "d2h")
+        for gpu, bw in sorted(per_gpu.items()):
+            if floor and bw < floor:
+                bad.append(f"GPU{gpu} {short} {bw:.1f} < {floor:g} GB/s")
+            elif bw < ratio * med:
+                bad.append(f"GPU{gpu} {short} {bw:.1f} < {ratio:g} x median {med:.1f} GB/s")
+    if not seen:
+        return Verdict("pcie_bandwidth", PROBE_ERROR, "nvbandwidth printed no host<->device result")
+    if bad:
+        return Verdict("pcie_bandwidth", FAIL, _join(bad))
+    return Verdict("pcie_bandwidth", PASS, f"{', '.join(seen)} within {ratio:g} x median")

@@ -6,6 +6,7 @@ Each parser is tested on real recorded output (tests/fixtures/hostsignals/).  A 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass, field
@@ -365,3 +366,34 @@ def parse_smartctl(raw: dict) -> dict:
         return {dev: json.loads(text) for dev, text in raw.items()}
     except ValueError as e:
         raise ValueError(f"smartctl output is not JSON ({e})") from None
+
+
+def parse_nvbandwidth(text: str) -> dict[str, dict[int, float]]:
+    """nvbandwidth text output -> ``{testcase: {gpu column: GB/s}}``.
+
+    Each testcase prints ``Running <name>.``, a title, a header row of GPU (column) indices and
+    one row per CPU/GPU source; a GPU's figure is the best over the rows.  Waived testcases
+    print nothing.  Raises ValueError when no testcase result is found.
+    """
+    out: dict[str, dict[int, float]] = {}
+    name, cols = "", []
+    for line in text.splitlines():
+        m = re.match(r"Running (\w+)\.", line)
+        if m:
+            name, cols = m.group(1), []
+            continue
+        f = line.split()
+        if not name or not f:
+            continue
+        if not cols and all(x.isdigit() for x in f):
+            cols = [int(x) for x in f]
+        elif cols and f[0].isdigit() and len(f) == len(cols) + 1:
+            row = out.setdefault(name, {})
+            for c, v in zip(cols, f[1:], strict=True):
+                with contextlib.suppress(ValueError):  # "N/A" cells
+                    row[c] = max(row.get(c, 0.0), float(v))
+        elif line.startswith("SUM "):
+            name, cols = "", []
+    if not out:
+        raise ValueError("no nvbandwidth testcase results")
+    return out

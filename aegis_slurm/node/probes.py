@@ -491,6 +491,14 @@ def nccl_allreduce(ctx: ProbeContext) -> str:
     )
 
 
+def nvbandwidth(ctx: ProbeContext) -> str:
+    return _cmd(
+        ctx,
+        "nvbandwidth",
+        ["nvbandwidth", "-t", "host_to_device_memcpy_ce", "-t", "device_to_host_memcpy_ce"],
+    )
+
+
 def gpu_burn(ctx: ProbeContext) -> str:
     return _cmd(ctx, "gpu_burn", ["gpu_burn", str(ctx.exp.get("burn_seconds", 60))])
 

@@ -18,6 +18,7 @@ from aegis_slurm.node.parse import (
     parse_ibstat,
     parse_meminfo,
     parse_nccl_tests,
+    parse_nvbandwidth,
     parse_nvidia_smi_q,
     parse_nvlink_status,
     parse_proc_modules,
@@ -125,6 +126,9 @@ OTHER: list[Case] = [
     (checks.nccl_allreduce, "superbenchmark/nccl_allreduce.log",
      lambda: parse_nccl_tests(fixture_text("superbenchmark/nccl_allreduce.log")),
      {"nccl_min_busbw_gbps": 200}, "healthy"),
+    (checks.pcie_bandwidth, "superbenchmark/nvbandwidth_results.log",
+     lambda: parse_nvbandwidth(fixture_text("superbenchmark/nvbandwidth_results.log")), {},
+     "healthy"),
     (checks.gpu_burn, "superbenchmark/gpu_burn.log",
      lambda: parse_gpu_burn(fixture_text("superbenchmark/gpu_burn.log")), {}, "healthy"),
 ]  # fmt: skip

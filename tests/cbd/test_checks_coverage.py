@@ -12,6 +12,7 @@ from aegis_slurm.node.parse import (
     parse_cpu_topology,
     parse_edac,
     parse_meminfo,
+    parse_nvbandwidth,
     parse_nvidia_smi_q,
     parse_proc_modules,
     parse_proc_snapshot,
@@ -233,3 +234,20 @@ def test_smartctl_probe_runs_per_controller(tmp_path: Path):
     ctx = probes.ProbeContext(exp={}, root=tmp_path, argv={"nvme_smart": [str(fake)]})
     raw = probes.nvme_smart(ctx)
     assert list(raw) == ["nvme0"] and json.loads(raw["nvme0"])["smart_status"]["passed"]
+
+
+def test_pcie_bandwidth_nvbandwidth_recorded():
+    # superbenchmark's recorded nvbandwidth v0.6 output (GH200; its test data has 2-3 columns)
+    text = fixture_text("superbenchmark/nvbandwidth_results.log")
+    res = parse_nvbandwidth(text)
+    assert res["host_to_device_memcpy_ce"] == {0: 369.36, 1: 299.33, 2: 412.11}
+    assert res["device_to_host_memcpy_ce"] == {0: 295.15, 1: 312.11}
+    assert checks.pcie_bandwidth(res, {}).state == "pass"
+    # GPU1 at its best 269 GB/s (row 0) once its row-1 path drops
+    slow = parse_nvbandwidth(text.replace("299.33    312.11", "150.20    312.11"))
+    v = checks.pcie_bandwidth(slow, {})
+    assert (v.state, v.evidence) == ("fail", "GPU1 h2d 269.3 < 0.8 x median 369.4 GB/s")
+    v = checks.pcie_bandwidth(res, {"pcie_min_gbps": 300})
+    assert v.state == "fail" and "GPU1 h2d 299.3 < 300 GB/s" in v.evidence
+    assert checks.pcie_bandwidth(None, {}).evidence.startswith("unavailable")
+    assert checks.pcie_bandwidth({"host_device_latency_sm": {0: 772.0}}, {}).state == "probe_error"
