@@ -870,10 +870,14 @@ def processes(data: dict[str, Any] | None, exp: Exp) -> Verdict:
     ``data`` = :func:`parse.parse_proc_snapshot`.  Over ``proc_dstate_max`` (0) D-state,
     ``proc_zombie_max`` (50) zombies or ``load_per_cpu_max`` (2.0) -> warn: a single snapshot
     catches transient D states too, so this never drains by default.  Source: gcm
-    check_dstate / check_zombie, NHC check_ps_loadavg, gpud.
+    check_dstate / check_zombie, NHC check_ps_loadavg, gpud.  Not judged in healthcheck mode on
+    a node that may be running jobs (``gpu_scope = "busy"``); the load not on shared nodes
+    (``gpu_processes_allowed``).
     """
     if data is None:
         return Verdict("processes", SKIP, "/proc/loadavg unavailable")
+    if exp.get("gpu_scope") == "busy":  # healthcheck on a node that may be running jobs
+        return Verdict("processes", SKIP, "healthcheck: node may be running jobs")
     states = data["states"]
     dstate = sorted(f"{pid}({comm})" for pid, (comm, st) in states.items() if st == "D")
     zombies = [pid for pid, (_, st) in states.items() if st == "Z"]
@@ -884,7 +888,8 @@ def processes(data: dict[str, Any] | None, exp: Exp) -> Verdict:
         warn.append(f"{len(zombies)} zombies")
     load5, ncpu = data.get("load5"), data.get("ncpu") or 0
     per_cpu = float(exp.get("load_per_cpu_max", 2.0))
-    if load5 is not None and ncpu and per_cpu > 0 and load5 > per_cpu * ncpu:
+    shared = exp.get("gpu_processes_allowed")  # other jobs' load is legitimate there
+    if load5 is not None and ncpu and per_cpu > 0 and not shared and load5 > per_cpu * ncpu:
         warn.append(f"load5 {load5:g} > {per_cpu:g} x {ncpu} CPUs")
     if warn:
         return Verdict("processes", WARN, "; ".join(warn))
