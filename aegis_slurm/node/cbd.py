@@ -145,6 +145,7 @@ SPECS: list[Spec] = [
     Spec("nvme", "nvme", _ident, checks.nvme),
     Spec("edac", "edac", lambda r, s: parse.parse_edac(r), checks.edac),
     Spec("cpu_config", "cpu", lambda r, s: parse.parse_cpu_topology(r), checks.cpu_config),
+    Spec("ipmi_sel", "ipmi_sel", lambda r, s: parse.new_sel_entries(r, s.data), checks.ipmi_sel),
     # full profile: never on job start
     Spec("dcgm_diag", "dcgm_diag", lambda r, s: parse.parse_dcgm_diag(r), checks.dcgm_diag, "full"),
     Spec(
@@ -186,6 +187,7 @@ PROBES: dict[str, ProbeFn] = {
     "nvme": probes.nvme_sysfs,
     "edac": probes.edac_counts,
     "cpu": probes.cpu_topology,
+    "ipmi_sel": probes.ipmi_sel,
     "nvme_smart": probes.nvme_smart,
     "dcgm_diag": probes.dcgm_diag,
     "nccl_allreduce": probes.nccl_allreduce,
@@ -207,6 +209,7 @@ def _needed(probe: str, exp: dict[str, Any]) -> bool:
         "services": bool(exp.get("services")),
         "adjtimex": exp.get("time_sync", "warn") != "off",
         "modules": bool(exp.get("kernel_modules")),
+        "ipmi_sel": bool(exp.get("ipmi_sel")),
         "nvme": bool(exp.get("nvme_count")),
         "cpu": any(exp.get(k) for k in ("cpu_count", "cpu_sockets", "cpu_smt", "cpu_governor")),
     }.get(probe, True)

@@ -1067,3 +1067,43 @@ def pcie_bandwidth(res: dict[str, dict[int, float]] | None, exp: Exp) -> Verdict
     if bad:
         return Verdict("pcie_bandwidth", FAIL, _join(bad))
     return Verdict("pcie_bandwidth", PASS, f"{', '.join(seen)} within {ratio:g} x median")
+
+
+#: SEL events that mean broken hardware (IPMI sensor-specific event offsets as ipmitool prints
+#: them); correctable/threshold events only warn
+SEL_CRITICAL = (
+    "uncorrectable",
+    "machine check",
+    "ierr",
+    "bus fatal",
+    "fatal error",
+    "failure detected",
+    "thermal trip",
+)
+SEL_WARN = ("correctable ecc", "upper critical", "lower critical", "predictive failure")
+
+
+def ipmi_sel(entries: list | None, exp: Exp) -> Verdict:
+    """New (since the last run) IPMI SEL records: an asserted uncorrectable / machine-check /
+    IERR / bus-fatal / supply-failure event -> fail; correctable ECC or a critical threshold
+    -> warn.  The first reading is only a baseline.  Enabled with ``ipmi_sel = true`` (the BMC
+    answers in seconds on some boards).  Source: gcm check_ipmitool (asserted SEL events),
+    NHC/AzHC via mcelog, Aegis host checks.
+    """
+    if entries is None:
+        return Verdict("ipmi_sel", SKIP, "disabled or ipmitool absent")
+    crit, warn = [], []
+    for e in entries:
+        if not e.asserted:
+            continue
+        text = f"{e.sensor}: {e.event}"
+        low = e.event.lower()
+        if any(w in low for w in SEL_WARN) and "uncorrectable" not in low:
+            warn.append(text)
+        elif any(w in low for w in SEL_CRITICAL):
+            crit.append(text)
+    if crit:
+        return Verdict("ipmi_sel", FAIL, _join(sorted(set(crit))))
+    if warn:
+        return Verdict("ipmi_sel", WARN, _join(sorted(set(warn))))
+    return Verdict("ipmi_sel", PASS, f"{len(entries)} new SEL records, none critical")

@@ -397,3 +397,41 @@ def parse_nvbandwidth(text: str) -> dict[str, dict[int, float]]:
     if not out:
         raise ValueError("no nvbandwidth testcase results")
     return out
+
+
+@dataclass(frozen=True)
+class SelEntry:
+    sensor: str  # e.g. "Processor #0x40", "Memory #0x88"
+    event: str  # e.g. "Uncorrectable machine check exception", "Correctable ECC (CPU0_G1)"
+    asserted: bool
+    key: str  # the whole line without its record id (ids are reused after a SEL clear)
+
+
+def parse_ipmi_sel(text: str) -> list[SelEntry]:
+    """``ipmitool sel list`` / ``sel elist`` lines: ``id | date | time | sensor | event | dir``."""
+    out = []
+    for line in text.splitlines():
+        f = [x.strip() for x in line.split("|")]
+        if len(f) < 6 or not f[0]:
+            continue
+        out.append(SelEntry(f[3], f[4], f[5] == "Asserted", " | ".join(f[1:])))
+    return out
+
+
+def new_sel_entries(text: str, state: dict) -> list[SelEntry]:
+    """SEL entries not seen by an earlier run (the SEL survives reboots and repairs, so only new
+    records may judge a node); fingerprints kept in ``state["sel_seen"]`` (last 2000)."""
+    import hashlib
+
+    seen = set(state.get("sel_seen", []))
+    new, keys = [], []
+    for e in parse_ipmi_sel(text):
+        k = hashlib.sha1(e.key.encode(), usedforsecurity=False).hexdigest()[:16]
+        if k not in seen:
+            seen.add(k)
+            keys.append(k)
+            new.append(e)
+    first = "sel_seen" not in state
+    state["sel_seen"] = (state.get("sel_seen", []) + keys)[-2000:]
+    # the first reading only sets the baseline: years of old records must not drain a node
+    return [] if first else new

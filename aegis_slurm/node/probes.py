@@ -383,6 +383,10 @@ def process_names(ctx: ProbeContext) -> set[str]:
     return names
 
 
+def ipmi_sel(ctx: ProbeContext) -> str:
+    return _cmd(ctx, "ipmi_sel", ["ipmitool", "sel", "elist"])
+
+
 def proc_modules(ctx: ProbeContext) -> str:
     return ctx.path("/proc/modules").read_text()
 

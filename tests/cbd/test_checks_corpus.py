@@ -12,6 +12,7 @@ from typing import Any
 from aegis_slurm.node import checks
 from aegis_slurm.node import xid as xidcat
 from aegis_slurm.node.parse import (
+    new_sel_entries,
     parse_dcgm_diag,
     parse_edac,
     parse_gpu_burn,
@@ -111,6 +112,15 @@ OTHER: list[Case] = [
     (checks.memory, "node_exporter/proc/meminfo",
      lambda: parse_meminfo(fixture_text("node_exporter/proc/meminfo")), {}, "healthy"),
     (checks.edac, "node_exporter/sys/devices/system/edac/mc/mc0", _edac, {}, "broken"),
+    (checks.ipmi_sel, "ipmitool/sel_list.openbmc_issue273_mce.txt",
+     lambda: new_sel_entries(fixture_text("ipmitool/sel_list.openbmc_issue273_mce.txt"),
+                             {"sel_seen": []}), {}, "broken"),
+    (checks.ipmi_sel, "ipmitool/sel_list.opbuild_issue594_boot.txt",
+     lambda: new_sel_entries(fixture_text("ipmitool/sel_list.opbuild_issue594_boot.txt"),
+                             {"sel_seen": []}), {}, "healthy"),
+    (checks.ipmi_sel, "ipmitool/sel_elist.sos_issue2015.txt",
+     lambda: new_sel_entries(fixture_text("ipmitool/sel_elist.sos_issue2015.txt"),
+                             {"sel_seen": []}), {}, "healthy"),
     # full profile
     (checks.nvme_smart, "gcm/smartctl_dumps/cache_good",
      lambda: _smart("gcm/smartctl_dumps/cache_good"), {}, "healthy"),
@@ -165,5 +175,5 @@ def test_no_healthy_recording_fails_and_every_broken_one_is_caught():
     counts = Counter((r[0], r[2]) for r in rows)
     for (check, label), n in sorted(counts.items()):
         print(f"{check:20s} {label:8s} {n}")
-    assert sum(n for (_, label), n in counts.items() if label == "broken") == 11
+    assert sum(n for (_, label), n in counts.items() if label == "broken") == 12
     assert len({r[1] for r in rows}) >= 24

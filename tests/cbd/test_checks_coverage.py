@@ -9,6 +9,7 @@ from pathlib import Path
 
 from aegis_slurm.node import cbd, checks, probes
 from aegis_slurm.node.parse import (
+    new_sel_entries,
     parse_cpu_topology,
     parse_edac,
     parse_meminfo,
@@ -219,6 +220,7 @@ def test_coverage_checks_registered_and_never_fail_an_unconfigured_node():
     names = {
         "persistence_mode", "vbios", "ecc_health", "gpu_reset_required", "app_clocks",
         "swap", "processes", "kernel_modules", "disk_inodes", "nvme", "edac", "cpu_config",
+        "ipmi_sel",
     }  # fmt: skip
     assert names <= {s.name for s in cbd.SPECS if s.profile == "light"}
     cfg = {"runtime": {}, "expect": {"gpus": 0, "disk_paths": [], "time_sync": "off"}}
@@ -256,3 +258,26 @@ def test_pcie_bandwidth_nvbandwidth_recorded():
     assert v.state == "fail" and "GPU1 h2d 299.3 < 300 GB/s" in v.evidence
     assert checks.pcie_bandwidth(None, {}).evidence.startswith("unavailable")
     assert checks.pcie_bandwidth({"host_device_latency_sm": {0: 772.0}}, {}).state == "probe_error"
+
+
+def test_ipmi_sel_new_records_only():
+    mce = fixture_text("ipmitool/sel_list.openbmc_issue273_mce.txt")
+    ce = fixture_text("ipmitool/sel_elist.ipmitool_issue385_ce.txt")
+    boot = fixture_text("ipmitool/sel_list.opbuild_issue594_boot.txt")
+    power = fixture_text("ipmitool/sel_elist.sos_issue2015.txt")
+    state: dict = {}
+    # first reading: baseline only, old records never judge the node
+    assert new_sel_entries(mce, state) == [] and len(state["sel_seen"]) == 3
+    assert checks.ipmi_sel(new_sel_entries(mce, state), {}).state == "pass"
+    # healthy recorded SELs (boot progress, power cycle) add nothing critical
+    for text in (boot, power):
+        assert checks.ipmi_sel(new_sel_entries(text, state), {}).state == "pass"
+    v = checks.ipmi_sel(new_sel_entries(ce, state), {})
+    assert (v.state, v.evidence) == ("warn", "Memory #0x88: Correctable ECC (CPU0_G1)")
+    fresh: dict = {"sel_seen": []}
+    v = checks.ipmi_sel(new_sel_entries(mce, fresh), {})
+    assert (v.state, v.evidence) == (
+        "fail",
+        "Processor #0x40: Uncorrectable machine check exception",
+    )
+    assert checks.ipmi_sel(None, {}).state == "skip"
