@@ -72,6 +72,9 @@ def test_catalog_follows_nvidias_resolution_column():
     # 65's old label belongs to 60; 65 is NVIDIA's unused NVENC1 code
     assert c(60).meaning == "Video processor exception"
     assert c(65).meaning == "ROBUST_CHANNEL_NVENC1_ERROR" and c(65).severity == WARN
+    # unused on Ampere+, hardware errors in NVIDIA's catalog for Volta and older GPUs
+    assert c(56).severity == c(57).severity == c(58).severity == c(61).severity == CRIT
+    assert "Volta" in xidcat.catalog()["xids"]["61"]["why"]
     # 109: NVIDIA says RESET_GPU (gcm disagrees; the reason is in the catalog)
     assert c(109).severity == CRIT
     # the codes newer than the old table
