@@ -37,6 +37,9 @@ SMI_HEALTHY = {
     "gpud/nvidia-smi-query.535.183.01.out.0.valid": BUSY,
     "gpud/nvidia-smi-query.535.154.05.out.0.valid": BUSY,
     "gpud/nvidia-smi-query.535.154.05.out.0.valid.4090": BUSY,
+    "gpud/nvidia-smi-query.535.154.05.out.1.valid": BUSY,
+    "gpud/nvidia-smi-query.535.154.05.out.2.valid": BUSY,
+    "gpud/nvidia-smi-query.535.154.05.out.3.valid": BUSY,
     "gpud/nvidia-smi-query.560.35.03.out.0.valid": {"gpus": 1, "gpu_scope": "busy"},
 }
 #: the A10 recording has 4 uncorrectable DRAM errors and a row remap pending: broken for
