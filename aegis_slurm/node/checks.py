@@ -405,7 +405,8 @@ def xid_events(new: list[xidcat.XidEvent] | None, exp: Exp) -> Verdict:
         info = xidcat.classify(ev.code, ev.line)
         if info.code in exp.get("xid_ignore", ()):
             continue
-        tag = f"Xid {ev.code} on {ev.pci} ({info.meaning})"
+        where = f"{ev.pci} {ev.mig}" if ev.mig else ev.pci
+        tag = f"Xid {ev.code} on {where} ({info.meaning})"
         if info.severity == xidcat.XidSeverity.CRITICAL:
             crit.append(tag)
         elif info.severity == xidcat.XidSeverity.WARN:

@@ -144,6 +144,7 @@ class XidEvent:
     code: int
     pci: str  # PCI address as printed by NVRM, e.g. "0000:9b:00"
     line: str  # the whole kernel-log line (used as the de-duplication key)
+    mig: str = ""  # MIG attribution, e.g. "GPU-I:05" or "GPU-I:01 GPU-CI:02"
 
 
 # The kernel-log line prefixes we accept in front of the message (the message itself must *start*
@@ -167,7 +168,7 @@ _XID_RE = re.compile(
     r"^(?:\d+,\d+,\d+,[^;]*;"  # /dev/kmsg "pri,seq,usec,flags;"
     r"|(?:[a-z]+ *:[a-z]+ *: )?(?:" + _STAMP + r" ?)?"  # dmesg [--decode] [stamp]
     r"|" + _SYSLOG + r")"
-    r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)(?: GPU-I:\d+)?(?: GPU-CI:\d+)?\): (\d+)"
+    r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)((?: GPU-I:\d+)?(?: GPU-CI:\d+)?)\): (\d+)"
 )
 #: the kernel's reports of user-space crashes quote the user's binary/library names verbatim
 _USER_TEXT = ("segfault at", "traps:")
@@ -184,5 +185,5 @@ def parse_xids(text: str) -> list[XidEvent]:
         line = line.strip()
         m = _XID_RE.match(line)
         if m and not any(u in line for u in _USER_TEXT):
-            events.append(XidEvent(code=int(m.group(2)), pci=m.group(1), line=line))
+            events.append(XidEvent(int(m.group(3)), m.group(1), line, m.group(2).strip()))
     return events

@@ -29,7 +29,7 @@ def test_mig_attributed_xid_lines_are_parsed():
     text = fixture_text("nvidia/xid_driver_examples.log")
     evs = xidcat.parse_xids(text)
     assert [(e.code, e.pci) for e in evs] == [(94, "0000:01:00")] * 2 + [(95, "0000:01:00")]
-    assert "GPU-I:05" in evs[0].line
+    assert (evs[0].mig, evs[1].mig) == ("GPU-I:05", "")
     # the driver's printf with both instance ids (kernel_rc.c): "(PCI:%04x:%02x:%02x GPU-I:%02u
     # GPU-CI:%02u): %d, pid=%s, name=%s, %s", behind every log prefix we accept
     line = "NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 79, pid=0, name=, GPU has fallen off"
@@ -37,7 +37,7 @@ def test_mig_attributed_xid_lines_are_parsed():
         (ev,) = xidcat.parse_xids(prefix + line)
         assert (ev.code, ev.pci) == (79, "0000:3b:00")
     v = checks.xid_events(xidcat.parse_xids(line), {})
-    assert v.state == "fail" and "Xid 79 on 0000:3b:00" in v.evidence
+    assert v.state == "fail" and "Xid 79 on 0000:3b:00 GPU-I:01 GPU-CI:02" in v.evidence
 
 
 # ---- 8. Xid catalog as data -------------------------------------------------------------------
