@@ -157,6 +157,7 @@ SPECS: list[Spec] = [
     ),
     Spec("gpu_burn", "gpu_burn", lambda r, s: parse.parse_gpu_burn(r), checks.gpu_burn, "full"),
     Spec("pcie_link_load", "nvidia_smi_q_load", _smi, checks.pcie_link_load, "full"),
+    Spec("cpu_stream", "cpu_stream", lambda r, s: parse.parse_stream(r), checks.cpu_stream, "full"),
     Spec(
         "pcie_bandwidth",
         "nvbandwidth",
@@ -194,6 +195,7 @@ PROBES: dict[str, ProbeFn] = {
     "gpu_burn": probes.gpu_burn,
     "nvidia_smi_q_load": probes.nvidia_smi_q_load,
     "nvbandwidth": probes.nvbandwidth,
+    "cpu_stream": probes.cpu_stream,
     "data_read": probes.data_read,
 }
 

@@ -1108,3 +1108,23 @@ def ipmi_sel(entries: list | None, exp: Exp) -> Verdict:
     if warn:
         return Verdict("ipmi_sel", WARN, _join(sorted(set(warn))))
     return Verdict("ipmi_sel", PASS, f"{len(entries)} new SEL records, none critical")
+
+
+def cpu_stream(res: dict | None, exp: Exp) -> Verdict:
+    """Quick CPU/memory execution test: STREAM's own result validation, and Triad bandwidth
+    >= ``cpu_stream_min_mbps`` (0 = only validation).  A failed validation is wrong arithmetic
+    or memory on the host; low Triad is a missing DIMM channel or a wrong NUMA/BIOS setting.
+    Source: AzHC azure_cpu_stream.nhc, Aegis (host checks), superbenchmark cpu-stream.
+    """
+    if res is None:
+        return Verdict("cpu_stream", SKIP, "unavailable: stream not installed")
+    triad = res["Triad"]
+    if not res["validates"]:
+        return Verdict(
+            "cpu_stream", FAIL, f"STREAM results did not validate (Triad {triad:.0f} MB/s)"
+        )
+    want = float(exp.get("cpu_stream_min_mbps", 0))
+    ev = f"Triad {triad:.0f} MB/s, validated"
+    if want and triad < want:
+        return Verdict("cpu_stream", FAIL, ev + f" < {want:g}")
+    return Verdict("cpu_stream", PASS, ev)

@@ -435,3 +435,16 @@ def new_sel_entries(text: str, state: dict) -> list[SelEntry]:
     state["sel_seen"] = (state.get("sel_seen", []) + keys)[-2000:]
     # the first reading only sets the baseline: years of old records must not drain a node
     return [] if first else new
+
+
+def parse_stream(text: str) -> dict:
+    """McCalpin STREAM output -> ``{"Copy": MB/s, "Scale", "Add", "Triad", "validates": bool}``.
+
+    Raises ValueError when there is no Triad line (the run did not finish)."""
+    out: dict = {}
+    for m in re.finditer(r"^(Copy|Scale|Add|Triad):\s+([\d.]+)", text, re.M):
+        out[m.group(1)] = float(m.group(2))
+    if "Triad" not in out:
+        raise ValueError("no 'Triad:' line in STREAM output")
+    out["validates"] = "Solution Validates" in text
+    return out

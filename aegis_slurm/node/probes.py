@@ -503,6 +503,10 @@ def nvbandwidth(ctx: ProbeContext) -> str:
     )
 
 
+def cpu_stream(ctx: ProbeContext) -> str:
+    return _cmd(ctx, "cpu_stream", ["stream"])
+
+
 def gpu_burn(ctx: ProbeContext) -> str:
     return _cmd(ctx, "gpu_burn", ["gpu_burn", str(ctx.exp.get("burn_seconds", 60))])
 

@@ -24,6 +24,7 @@ from aegis_slurm.node.parse import (
     parse_nvlink_status,
     parse_proc_modules,
     parse_smartctl,
+    parse_stream,
 )
 
 from ._fixtures import FIX, fixture_text
@@ -142,6 +143,10 @@ OTHER: list[Case] = [
     (checks.pcie_bandwidth, "superbenchmark/nvbandwidth_results.log",
      lambda: parse_nvbandwidth(fixture_text("superbenchmark/nvbandwidth_results.log")), {},
      "healthy"),
+    (checks.cpu_stream, "superbenchmark/streamResultZen.log",
+     lambda: parse_stream(fixture_text("superbenchmark/streamResultZen.log")), {}, "healthy"),
+    (checks.cpu_stream, "superbenchmark/streamResultNeo.log",
+     lambda: parse_stream(fixture_text("superbenchmark/streamResultNeo.log")), {}, "healthy"),
     (checks.gpu_burn, "superbenchmark/gpu_burn.log",
      lambda: parse_gpu_burn(fixture_text("superbenchmark/gpu_burn.log")), {}, "healthy"),
 ]  # fmt: skip

@@ -18,6 +18,7 @@ from aegis_slurm.node.parse import (
     parse_proc_modules,
     parse_proc_snapshot,
     parse_smartctl,
+    parse_stream,
 )
 
 from ._fixtures import FIX, edit_gpu, fixture_text
@@ -281,3 +282,19 @@ def test_ipmi_sel_new_records_only():
         "Processor #0x40: Uncorrectable machine check exception",
     )
     assert checks.ipmi_sel(None, {}).state == "skip"
+
+
+def test_cpu_stream_recorded():
+    zen = parse_stream(fixture_text("superbenchmark/streamResultZen.log"))
+    neo = parse_stream(fixture_text("superbenchmark/streamResultNeo.log"))
+    assert (zen["Triad"], zen["validates"], neo["Triad"]) == (363208.7, True, 105256.0)
+    assert checks.cpu_stream(zen, {"cpu_stream_min_mbps": 300000}).state == "pass"
+    v = checks.cpu_stream(neo, {"cpu_stream_min_mbps": 300000})
+    assert (v.state, v.evidence) == ("fail", "Triad 105256 MB/s, validated < 300000")
+    broken = fixture_text("superbenchmark/streamResultZen.log").replace(
+        "Solution Validates: avg error less than 1.000000e-13 on all three arrays",
+        "Failed Validation on array a[], AvgRelAbsErr > epsilon (1.000000e-13)",
+    )
+    v = checks.cpu_stream(parse_stream(broken), {})
+    assert v.state == "fail" and "did not validate" in v.evidence
+    assert checks.cpu_stream(None, {}).evidence.startswith("unavailable")
