@@ -185,3 +185,12 @@ def test_no_healthy_recording_fails_and_every_broken_one_is_caught():
         print(f"{check:20s} {label:8s} {n}")
     assert sum(n for (_, label), n in counts.items() if label == "broken") == 12
     assert len({r[1] for r in rows}) >= 24
+
+
+def test_truncated_mangled_nvidia_smi_never_crashes_a_check():
+    # gpud's recorded invalid dump: "Attached GPUs : 8" but one truncated GPU block with mangled
+    # keys.  Every GPU check still returns a verdict (a raise would be an aegis bug), and the
+    # GPUs that are not accounted for fail gpu_count.
+    q = parse_nvidia_smi_q(fixture_text("gpud/nvidia-smi-query.535.183.01.out.0.invalid"))
+    states = {fn(q, {"gpus": 8}).check: fn(q, {"gpus": 8}).state for fn in SMI_CHECKS}
+    assert len(states) == len(SMI_CHECKS) and states["gpu_count"] == "fail"
