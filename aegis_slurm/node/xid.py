@@ -85,6 +85,8 @@ def _bits_match(pattern: str, value: int) -> bool:
 
 
 def _nvlink_severity(code: int, line: str) -> tuple[XidSeverity, str]:
+    if not line:  # a caller without the message cannot decode it: never blame on a guess
+        return XidSeverity.WARN, "log; sub-code not available (pass the kernel line)"
     m = _NVLINK.search(line)
     if not m:
         return XidSeverity.CRITICAL, "drain; NVLink5 error without a decodable sub-code"
@@ -109,9 +111,10 @@ def _nvlink_severity(code: int, line: str) -> tuple[XidSeverity, str]:
 def classify(code: int, line: str = "") -> XidInfo:
     """Catalog entry for ``code`` as it applies to this kernel-log ``line``.
 
-    Without a line, codes decided by their message (94, 144-150, 154) get their most cautious
-    reading that is still not a drain for 154 (no action known) and a drain for 144-150.
-    Unknown codes are WARN (logged, never drained alone).
+    Without a line, codes decided by their message (94, 144-150, 154) are WARN: nothing to
+    decide on, and a guess must neither drain a node nor blame it.  A 144-150 line whose
+    sub-code cannot be read is critical (NVIDIA's default for them is the NVLink5 reset
+    workflow).  Unknown codes are WARN (logged, never drained alone).
     """
     e = _entry(code)
     if e is None:

@@ -127,6 +127,11 @@ def test_xid_144_150_decoded_by_subcode():
     assert xidcat.classify(144, fatal).severity == CRIT  # status 0x2: RESET_GPU
     unknown_unit = "NVRM: Xid (PCI:0000:01:00): 147, NEW_UNIT Nonfatal XC0 i0 Link 0 (0x1 0x2)"
     assert xidcat.classify(147, unknown_unit).severity == WARN
+    # an undecodable line is NVIDIA's reset workflow; no line at all (a caller that passes only
+    # the code, e.g. the Epilog's signal classifier today) is never a guessed blame
+    assert xidcat.classify(149, "NVRM: Xid (PCI:0000:01:00): 149, garbled").severity == CRIT
+    assert xidcat.classify(149).severity == xidcat.classify(94).severity == WARN
+    assert xidcat.classify(154).severity == WARN
     v = checks.xid_events(xidcat.parse_xids(fixture_text("nvidia/xid_gpud_examples.log")), {})
     assert v.state == "fail" and "Xid 149" in v.evidence and "Xid 144" not in v.evidence
 
