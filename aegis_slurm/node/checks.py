@@ -124,12 +124,8 @@ def ecc_uncorrectable(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     limit = int(exp.get("ecc_uncorrectable_max", 0))
     bad = []
     for i, g in _gpu_names(smi):
-        vol = g.get("ECC Errors", {}).get("Volatile", {})
-        if not isinstance(vol, dict):
-            continue
-        n = sum(
-            as_int(v) or 0 for k, v in vol.items() if "Uncorrectable" in k and isinstance(v, str)
-        )
+        errs = g.get("ECC Errors", {})
+        n = _ecc_sum(errs.get("Volatile") if isinstance(errs, dict) else None, "Uncorrectable")
         if n > limit:
             bad.append(f"GPU{i} {n} uncorrectable volatile")
     if bad:
@@ -754,10 +750,22 @@ def vbios(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     return Verdict("vbios", PASS, f"VBIOS {', '.join(vers)} on {len(smi.gpus)} GPUs")
 
 
+#: pre-Ampere layout (still printed for Volta by driver 550): "Single Bit" / "Double Bit"
+#: sub-sections whose "Total" is the corrected / uncorrected count
+_ECC_OLD = {"Correctable": "Single Bit", "Uncorrectable": "Double Bit"}
+
+
 def _ecc_sum(tree: Any, word: str) -> int:
+    """ECC error count of one timescale (``Volatile``/``Aggregate`` subtree), ``word``
+    "Correctable" or "Uncorrectable": the SRAM/DRAM keys (Ampere+) or the Volta-era
+    ``Single Bit``/``Double Bit`` ``Total``."""
     if not isinstance(tree, dict):
         return 0
-    return sum(as_int(v) or 0 for k, v in tree.items() if word in k and isinstance(v, str))
+    n = sum(as_int(v) or 0 for k, v in tree.items() if word in k and isinstance(v, str))
+    old = tree.get(_ECC_OLD[word])
+    if isinstance(old, dict):
+        n += as_int(str(old.get("Total", ""))) or 0
+    return n
 
 
 def ecc_health(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:

@@ -165,13 +165,16 @@ _STAMP = (
 _SYSLOG = (
     r"(?:[A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d"  # "Feb 23 16:24:18"
     r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[,.]\d+)?(?:[+-]\d\d:?\d\d|Z)?)"  # iso
-    r" \S+ kernel: (?:" + _STAMP + r" ?)?"
+    r"(?: \S+)? kernel: (?:" + _STAMP + r" ?)?"  # host absent with journalctl --no-hostname
 )
+#: CONFIG_PRINTK_CALLER kernels: dmesg prints the caller after the stamp, "[ T1946]" / "[ C3]"
+_CALLER = r"(?:\[\s*[TC]\d+\] ?)?"
 _XID_RE = re.compile(
     r"^(?:\d+,\d+,\d+,[^;]*;"  # /dev/kmsg "pri,seq,usec,flags;"
     r"|(?:[a-z]+ *:[a-z]+ *: )?(?:" + _STAMP + r" ?)?"  # dmesg [--decode] [stamp]
-    r"|" + _SYSLOG + r")"
-    r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)((?: GPU-I:\d+)?(?: GPU-CI:\d+)?)\): (\d+)"
+    r"|" + _SYSLOG + r"|kernel: )"  # "kernel: " alone: journalctl -k -o short, date cut off
+    + _CALLER
+    + r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)((?: GPU-I:\d+)?(?: GPU-CI:\d+)?)\): (\d+)"
 )
 #: the kernel's reports of user-space crashes quote the user's binary/library names verbatim
 _USER_TEXT = ("segfault at", "traps:")

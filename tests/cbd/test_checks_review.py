@@ -1,0 +1,60 @@
+"""Regression tests from the hostile review of issue 11, on recorded real outputs
+(provenance: tests/fixtures/hostsignals/README.md)."""
+
+from __future__ import annotations
+
+from aegis_slurm.node import checks
+from aegis_slurm.node import xid as xidcat
+from aegis_slurm.node.parse import parse_nvidia_smi_q
+
+from ._fixtures import edit_gpu, fixture_text
+
+V100 = "gls/V100_x8.nvidia-smi-q.txt"
+
+
+def test_volta_double_bit_ecc_is_read():
+    # Driver 550 still prints Volta's ECC as "Single Bit"/"Double Bit" sub-sections with a
+    # "Total"; the checks only summed "...Uncorrectable" keys and so never saw a V100's DBE.
+    text = fixture_text(V100)
+    assert checks.ecc_uncorrectable(parse_nvidia_smi_q(text), {"gpus": 8}).state == "pass"
+    # one volatile double-bit error on GPU 3 (the block's first "Total" under "Double Bit")
+    bad = edit_gpu(text, 3, r"(Double Bit\s*\n(?:.*\n){7}\s*Total\s*: )0", r"\g<1>1")
+    v = checks.ecc_uncorrectable(parse_nvidia_smi_q(bad), {"gpus": 8})
+    assert v.state == "fail" and "GPU3 1 uncorrectable volatile" in v.evidence
+
+
+def test_volta_lifetime_and_correctable_counts_are_read():
+    text = fixture_text(V100)
+    # aggregate (lifetime) DBE total: the second "Double Bit" section of the block
+    bad = edit_gpu(
+        text, 5, r"(Aggregate\s*\n(?:.*\n)*?\s*Double Bit\s*\n(?:.*\n){7}\s*Total\s*: )0",
+        r"\g<1>12",
+    )  # fmt: skip
+    v = checks.ecc_health(parse_nvidia_smi_q(bad), {"gpus": 8})
+    assert v.state == "warn" and "GPU5 12 uncorrectable lifetime" in v.evidence
+
+
+def test_ecc_errors_not_a_section_is_no_crash():
+    # consumer boards without ECC print "ECC Errors : N/A" on some drivers: a check must not
+    # raise (a raise is an aegis bug verdict), just find nothing
+    text = fixture_text("gls/GTX680.nvidia-smi-q.txt")
+    q = parse_nvidia_smi_q(text)
+    q.gpus[0]["ECC Errors"] = "N/A"
+    assert checks.ecc_uncorrectable(q, {"gpus": 1}).state == "pass"
+    assert checks.ecc_health(q, {"gpus": 1}).state == "pass"
+
+
+def test_xid_lines_with_caller_tag_or_without_hostname_are_read():
+    # dmesg on CONFIG_PRINTK_CALLER kernels ("[ 130.456250] [ T1946] NVRM: ...", RTX 5090
+    # report) and journalctl without the host name ("kernel: NVRM: ...", forum NVLink report):
+    # both were silently dropped, so a fatal NVLink Xid 74 never drained the node
+    (ev,) = xidcat.parse_xids(fixture_text("bugreports/xid_ogkm_1030_mmu.log"))
+    assert (ev.code, ev.pci) == (31, "0000:2b:00")
+    evs = xidcat.parse_xids(fixture_text("bugreports/xid_nvforum_292539_nvlink.log"))
+    v = checks.xid_events(evs, {})
+    assert v.state == "fail" and "Xid 74 on 0000:c1:00" in v.evidence
+    (ev,) = xidcat.parse_xids("Feb 23 16:30:00 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has")
+    assert ev.code == 79
+    # the anchoring still holds: another syslog tag, or text before "kernel:", is not the kernel
+    assert not xidcat.parse_xids("Feb 23 16:30:00 gpu1 evil: NVRM: Xid (PCI:0000:3b:00): 79, x")
+    assert not xidcat.parse_xids("evil kernel: NVRM: Xid (PCI:0000:3b:00): 79, x")
