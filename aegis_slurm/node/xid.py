@@ -172,7 +172,9 @@ _CALLER = r"(?:\[\s*[TC]\d+\] ?)?"
 _XID_RE = re.compile(
     r"^(?:\d+,\d+,\d+,[^;]*;"  # /dev/kmsg "pri,seq,usec,flags;"
     r"|(?:[a-z]+ *:[a-z]+ *: )?(?:" + _STAMP + r" ?)?"  # dmesg [--decode] [stamp]
-    r"|" + _SYSLOG + r"|kernel: )"  # "kernel: " alone: journalctl -k -o short, date cut off
+    r"|"
+    + _SYSLOG
+    + r"|kernel: )"  # "kernel: " alone: journalctl -k -o short, date cut off
     + _CALLER
     + r" *NVRM: Xid \((?:PCI:)?([0-9a-fA-F:.]+)((?: GPU-I:\d+)?(?: GPU-CI:\d+)?)\): (\d+)"
 )
