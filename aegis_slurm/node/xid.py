@@ -75,6 +75,8 @@ _RESET_FLAG = re.compile(r"\bRST: (Yes|No), D-RST: (Yes|No)\s*$")
 _NVLINK = re.compile(
     r"\): 1(?:4[4-9]|50), (\S+) (Fatal|Nonfatal|Non-fatal)\b.*?\((0x[0-9a-fA-F]+) (0x[0-9a-fA-F]+)"
 )
+#: Xid 45's message names the Xid that forced the cleanup ("... caused by previous Xid 149")
+_CAUSED_BY = re.compile(r"caused by previous Xid (\d+)\s*$")
 _SEV_RANK = {XidSeverity.IGNORE: 0, XidSeverity.WARN: 1, XidSeverity.CRITICAL: 2}
 
 
@@ -119,6 +121,16 @@ def classify(code: int, line: str = "") -> XidInfo:
     e = _entry(code)
     if e is None:
         return XidInfo(code, "unknown Xid", UNKNOWN_SEVERITY, catalog()["unknown"]["action"])
+    cause = _CAUSED_BY.search(line) if code == 45 else None
+    if cause and int(cause.group(1)) != 45:
+        # NVIDIA for 45: "Not Solo: IGNORE (follow other Xid)".  The cause's own line may be
+        # gone (ring buffer wrapped, read before this run's baseline), so follow the Xid the
+        # message names, judged without its line: at most a warning for message-decided codes
+        root = classify(int(cause.group(1)))
+        if _SEV_RANK[root.severity] > _SEV_RANK[XidSeverity.IGNORE]:
+            return XidInfo(
+                code, f"cleanup after Xid {root.code} ({root.meaning})", root.severity, root.action
+            )
     meaning, sev_s, action = e["description"], e["severity"], e["action"]
     if meaning == "Unused":
         meaning = e["mnemonic"]

@@ -58,3 +58,17 @@ def test_xid_lines_with_caller_tag_or_without_hostname_are_read():
     # the anchoring still holds: another syslog tag, or text before "kernel:", is not the kernel
     assert not xidcat.parse_xids("Feb 23 16:30:00 gpu1 evil: NVRM: Xid (PCI:0000:3b:00): 79, x")
     assert not xidcat.parse_xids("evil kernel: NVRM: Xid (PCI:0000:3b:00): 79, x")
+
+
+def test_xid_45_follows_the_xid_it_names():
+    # open-gpu-kernel-modules #1150: only the Xid 45 cleanups of an NVLink failure were in the
+    # log ("caused by previous Xid 149/145").  NVIDIA: "Not Solo: IGNORE (follow other Xid)".
+    # Without the 149/145 line its sub-code is unknown, so this warns (never a guessed drain).
+    evs = xidcat.parse_xids(fixture_text("bugreports/xid_ogkm_1150_cascade.log"))
+    v = checks.xid_events(evs, {})
+    assert v.state == "warn" and "cleanup after Xid 149" in v.evidence
+    fatal = "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=p, Ch 00000001 caused by previous Xid 79"
+    assert checks.xid_events(xidcat.parse_xids(fatal), {}).state == "fail"
+    # a solo 45, or one after an application fault, stays ignored
+    app = "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=p, Ch 00000001 caused by previous Xid 13"
+    assert checks.xid_events(xidcat.parse_xids(app), {}).state == "pass"
