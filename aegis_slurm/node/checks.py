@@ -834,23 +834,28 @@ def gpu_reset_required(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
 
 
 def app_clocks(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
-    """Application clocks at their defaults (a job that ran ``nvidia-smi -ac`` and left them
-    lowered slows every later job).  Differs -> warn.  Source: gcm clock checks, AzHC
-    azure_gpu_app_clocks, Aegis (clock configuration before delivery).
+    """Application clocks not below their defaults (a job that ran ``nvidia-smi -ac`` and left
+    them lowered slows every later job).  Lowered -> warn.  Raised is a site's tuning, not a
+    fault: NVIDIA's GPU Boost guidance has admins set application clocks above the default to
+    use the power headroom, and cloud GPU images do the same at boot.  Source: gcm clock
+    checks, AzHC azure_gpu_app_clocks, Aegis (clock configuration before delivery).
     """
     skip = _no_gpu("app_clocks", smi, exp)
     if skip:
         return skip
     assert smi is not None
-    off = []
+    low, high = [], []
     for i, g in _gpu_names(smi):
         for clk in ("Graphics", "Memory"):
-            cur = tree_get(g, "Applications Clocks", clk)
-            default = tree_get(g, "Default Applications Clocks", clk)
-            if cur and default and "N/A" not in (cur, default) and cur != default:
-                off.append(f"GPU{i} {clk} {cur} != default {default}")
-    if off:
-        return Verdict("app_clocks", WARN, _join(off))
+            cur = as_int(tree_get(g, "Applications Clocks", clk))
+            default = as_int(tree_get(g, "Default Applications Clocks", clk))
+            if cur is None or default is None or cur == default:
+                continue  # N/A, [N/A], Not Supported: nothing to compare
+            (low if cur < default else high).append(f"GPU{i} {clk} {cur} vs default {default}")
+    if low:
+        return Verdict("app_clocks", WARN, "lowered: " + _join(low))
+    if high:
+        return Verdict("app_clocks", PASS, "raised by the site: " + _join(high, 2))
     return Verdict("app_clocks", PASS, "application clocks at defaults")
 
 

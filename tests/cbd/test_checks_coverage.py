@@ -108,7 +108,7 @@ def test_app_clocks():
         "Applications Clocks\n        Graphics                          : 1410 MHz",
     )
     v = checks.app_clocks(parse_nvidia_smi_q(low), {})
-    assert (v.state, v.evidence) == ("warn", "GPU0 Graphics 1410 MHz != default 1980 MHz")
+    assert (v.state, v.evidence) == ("warn", "lowered: GPU0 Graphics 1410 vs default 1980")
 
 
 def test_swap_recorded_meminfo():

@@ -72,3 +72,17 @@ def test_xid_45_follows_the_xid_it_names():
     # a solo 45, or one after an application fault, stays ignored
     app = "NVRM: Xid (PCI:0000:dc:00): 45, pid=1, name=p, Ch 00000001 caused by previous Xid 13"
     assert checks.xid_events(xidcat.parse_xids(app), {}).state == "pass"
+
+
+def test_app_clocks_raised_by_the_site_pass_lowered_warn():
+    # V100: default application clocks 1312/877 MHz, max 1530 MHz.  Setting -ac 877,1530 is
+    # NVIDIA's GPU Boost advice (and cloud images do it at boot): a warning on every run of
+    # every such node would be noise; a leftover lowered clock is what slows the next job.
+    text = fixture_text(V100)
+    assert checks.app_clocks(parse_nvidia_smi_q(text), {"gpus": 8}).state == "pass"
+    raised = edit_gpu(text, 2, r"(Applications Clocks\s*\n\s*Graphics\s*: )1312", r"\g<1>1530")
+    v = checks.app_clocks(parse_nvidia_smi_q(raised), {"gpus": 8})
+    assert v.state == "pass" and "raised" in v.evidence
+    lowered = edit_gpu(text, 2, r"(Applications Clocks\s*\n\s*Graphics\s*: )1312", r"\g<1>1005")
+    v = checks.app_clocks(parse_nvidia_smi_q(lowered), {"gpus": 8})
+    assert v.state == "warn" and "GPU2 Graphics 1005 vs default 1312" in v.evidence
