@@ -344,7 +344,9 @@ def parse_edac(raw: dict) -> dict:
 
 def parse_cpu_topology(raw: dict) -> dict:
     """:func:`probes.cpu_topology` -> online count, sockets, SMT flag, governors."""
-    sockets = {
+    # sysfs package ids first: aarch64 /proc/cpuinfo has no "physical id" (-1: not known)
+    packages = {p.strip() for p in raw.get("packages", []) if p.strip() not in ("", "-1")}
+    sockets = packages or {
         line.partition(":")[2].strip()
         for line in raw.get("cpuinfo", "").splitlines()
         if line.startswith("physical id")
@@ -352,7 +354,7 @@ def parse_cpu_topology(raw: dict) -> dict:
     smt = raw.get("smt")
     return {
         "online": cpu_list_count(raw["online"]),
-        "sockets": len(sockets) or None,
+        "sockets": len(sockets) or None,  # None: this kernel/arch does not tell
         "smt": None if smt is None else smt.strip() == "1",
         "governors": sorted(set(raw.get("governors", []))),
     }

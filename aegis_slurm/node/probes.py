@@ -447,6 +447,11 @@ def cpu_topology(ctx: ProbeContext) -> dict[str, Any]:
         with contextlib.suppress(OSError):
             govs.append(g.read_text().strip())
     out["governors"] = govs
+    pkgs = []
+    for g in sysd.glob("cpu[0-9]*/topology/physical_package_id"):
+        with contextlib.suppress(OSError):
+            pkgs.append(g.read_text())
+    out["packages"] = pkgs
     out["cpuinfo"] = ctx.path("/proc/cpuinfo").read_text()
     return out
 

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from aegis_slurm.node import checks
+from aegis_slurm.node import checks, probes
 from aegis_slurm.node import xid as xidcat
-from aegis_slurm.node.parse import parse_nvidia_smi_q
+from aegis_slurm.node.parse import parse_cpu_topology, parse_nvidia_smi_q
 
 from ._fixtures import edit_gpu, fixture_text
 
@@ -86,3 +86,37 @@ def test_app_clocks_raised_by_the_site_pass_lowered_warn():
     lowered = edit_gpu(text, 2, r"(Applications Clocks\s*\n\s*Graphics\s*: )1312", r"\g<1>1005")
     v = checks.app_clocks(parse_nvidia_smi_q(lowered), {"gpus": 8})
     assert v.state == "warn" and "GPU2 Graphics 1005 vs default 1312" in v.evidence
+
+
+def test_cpu_sockets_unknown_on_aarch64_is_not_a_missing_socket():
+    # archspec-json #41: /proc/cpuinfo of an Ampere aarch64 server has no "physical id" line.
+    # With cpu_sockets configured the check failed "None sockets, 1 expected" and drained
+    # every ARM node (Grace/GH200 included) before any job ran.
+    raw = {
+        "online": "0-4\n",
+        "smt": None,
+        "governors": [],
+        "cpuinfo": fixture_text("bugreports/cpuinfo.archspec_json_41.aarch64"),
+    }
+    cpu = parse_cpu_topology(raw)
+    assert cpu["sockets"] is None
+    v = checks.cpu_config(cpu, {"cpu_sockets": 1, "cpu_count": 5})
+    assert v.state == "pass" and "not judged" in v.evidence
+    assert checks.cpu_config(cpu, {"cpu_sockets": 1, "cpu_count": 8}).state == "fail"
+    # sysfs physical_package_id wins when the kernel knows it (-1 = unknown)
+    assert parse_cpu_topology({**raw, "packages": ["0\n", "1\n", "1\n"]})["sockets"] == 2
+    assert parse_cpu_topology({**raw, "packages": ["-1\n"] * 5})["sockets"] is None
+
+
+def test_cpu_topology_probe_reads_package_ids(tmp_path):
+    cpu = tmp_path / "sys/devices/system/cpu"
+    for n, pkg in ((0, "0"), (1, "1")):
+        (cpu / f"cpu{n}/topology").mkdir(parents=True)
+        (cpu / f"cpu{n}/topology/physical_package_id").write_text(pkg + "\n")
+    (cpu / "online").write_text("0-1\n")
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/cpuinfo").write_text(
+        fixture_text("bugreports/cpuinfo.archspec_json_41.aarch64")
+    )
+    raw = probes.cpu_topology(probes.ProbeContext(exp={}, root=tmp_path))
+    assert parse_cpu_topology(raw)["sockets"] == 2
