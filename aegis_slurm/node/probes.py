@@ -388,7 +388,14 @@ def ipmi_sel(ctx: ProbeContext) -> str:
 
 
 def proc_modules(ctx: ProbeContext) -> str:
-    return ctx.path("/proc/modules").read_text()
+    """``/proc/modules``, plus one ``<name> builtin`` line per /sys/module entry: a driver
+    built into the kernel (ib_uverbs, nvme on some builds) never shows in /proc/modules
+    but is there all the same."""
+    text = ctx.path("/proc/modules").read_text()
+    sysmod = ctx.path("/sys/module")
+    with contextlib.suppress(OSError):
+        text += "".join(f"{d.name} builtin\n" for d in sorted(sysmod.iterdir()))
+    return text
 
 
 def proc_snapshot(ctx: ProbeContext) -> dict[str, Any]:

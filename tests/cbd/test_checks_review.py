@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aegis_slurm.node import checks, probes
 from aegis_slurm.node import xid as xidcat
-from aegis_slurm.node.parse import parse_cpu_topology, parse_nvidia_smi_q
+from aegis_slurm.node.parse import parse_cpu_topology, parse_nvidia_smi_q, parse_proc_modules
 
 from ._fixtures import edit_gpu, fixture_text
 
@@ -120,3 +120,18 @@ def test_cpu_topology_probe_reads_package_ids(tmp_path):
     )
     raw = probes.cpu_topology(probes.ProbeContext(exp={}, root=tmp_path))
     assert parse_cpu_topology(raw)["sockets"] == 2
+
+
+def test_builtin_kernel_module_counts_as_loaded(tmp_path):
+    # /proc/modules lists loadable modules only; a driver built into the kernel shows as
+    # /sys/module/<name>.  Recorded lsmod of an H100 node (gpud) + a fake /sys/module tree.
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc/modules").write_text(fixture_text("gpud/lsmod.peermem.h100"))
+    for name in ("ib_uverbs", "nvidia_peermem"):
+        (tmp_path / "sys/module" / name).mkdir(parents=True)
+    raw = probes.proc_modules(probes.ProbeContext(exp={}, root=tmp_path))
+    loaded = parse_proc_modules(raw)
+    want = {"kernel_modules": ["nvidia_peermem", "ib_uverbs"]}
+    assert checks.kernel_modules(loaded, want).state == "pass"
+    v = checks.kernel_modules(loaded, {"kernel_modules": ["ib_umad"]})
+    assert v.state == "fail" and "ib_umad" in v.evidence
