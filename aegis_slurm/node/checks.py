@@ -7,6 +7,7 @@ tool to see it is missing).  Expectations (``exp``) come from :mod:`aegis_slurm.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -87,6 +88,9 @@ def gpu_count(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     return Verdict("gpu_count", PASS, f"{have}/{want} GPUs")
 
 
+_VERSION = re.compile(r"\d+\.\d+")
+
+
 def driver_version(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     """Driver/CUDA versions present and as configured (a half-upgraded node breaks NCCL jobs).
 
@@ -96,7 +100,9 @@ def driver_version(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     if skip:
         return skip
     assert smi is not None
-    gsp = {tree_get(g, "GSP Firmware Version") for g in smi.gpus} - {"", "N/A"}
+    # only version-like values: "N/A" (GSP off), "[Unknown Error]", "Not Supported" say
+    # nothing about a firmware/driver mismatch
+    gsp = {v for g in smi.gpus if _VERSION.match(v := tree_get(g, "GSP Firmware Version"))}
     bad = []
     if not smi.driver_version:
         bad.append("driver version missing")

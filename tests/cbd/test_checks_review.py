@@ -135,3 +135,15 @@ def test_builtin_kernel_module_counts_as_loaded(tmp_path):
     assert checks.kernel_modules(loaded, want).state == "pass"
     v = checks.kernel_modules(loaded, {"kernel_modules": ["ib_umad"]})
     assert v.state == "fail" and "ib_umad" in v.evidence
+
+
+def test_gsp_version_unreadable_is_not_a_driver_mismatch():
+    # H100 NVL recording (driver 550.54.14, GSP 550.54.14); an "Unknown Error" field, as this
+    # driver prints for the V100's "Host Max", must not become "GSP firmware != driver"
+    text = fixture_text("gls/H100NVLx2.nvidia-smi-q.txt")
+    assert checks.driver_version(parse_nvidia_smi_q(text), {"gpus": 2}).state == "pass"
+    odd = edit_gpu(text, 1, r"(GSP Firmware Version\s*: )550\.54\.14", r"\g<1>Unknown Error")
+    assert checks.driver_version(parse_nvidia_smi_q(odd), {"gpus": 2}).state == "pass"
+    old = edit_gpu(text, 1, r"(GSP Firmware Version\s*: )550\.54\.14", r"\g<1>535.129.03")
+    v = checks.driver_version(parse_nvidia_smi_q(old), {"gpus": 2})
+    assert v.state == "fail" and "GSP firmware" in v.evidence
