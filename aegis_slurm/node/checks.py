@@ -888,8 +888,9 @@ def processes(data: dict[str, Any] | None, exp: Exp) -> Verdict:
     5-minute load per CPU on a node that is about to get a job.
 
     ``data`` = :func:`parse.parse_proc_snapshot`.  Over ``proc_dstate_max`` (0) D-state,
-    ``proc_zombie_max`` (50) zombies or ``load_per_cpu_max`` (2.0) -> warn: a single snapshot
-    catches transient D states too, so this never drains by default.  Source: gcm
+    ``proc_zombie_max`` (50) zombies or ``load_per_cpu_max`` (2.0) -> warn (never drains by
+    default); D state counts only when a second look 0.25 s later still finds the process
+    there (a read from disk is a D state of milliseconds).  Source: gcm
     check_dstate / check_zombie, NHC check_ps_loadavg, gpud.  Not judged in healthcheck mode on
     a node that may be running jobs (``gpu_scope = "busy"``); the load not on shared nodes
     (``gpu_processes_allowed``).

@@ -398,20 +398,34 @@ def proc_modules(ctx: ProbeContext) -> str:
     return text
 
 
+#: pause before re-reading the processes found in D state (uninterruptible sleep)
+DSTATE_RECHECK_S = 0.25
+
+
 def proc_snapshot(ctx: ProbeContext) -> dict[str, Any]:
     """``/proc/<pid>/stat`` of every process, ``/proc/loadavg`` and the online CPU list."""
     loadavg = ctx.path("/proc/loadavg")
     if not loadavg.exists():  # e.g. root = "/host" without the host's /proc mounted
         raise ProbeMissing(f"{loadavg} absent")
-    stats = []
+    stats: dict[str, str] = {}
     for d in ctx.path("/proc").iterdir():
         if d.name.isdigit():
             with contextlib.suppress(OSError):  # processes exit while we look
-                stats.append((d / "stat").read_text())
+                stats[d.name] = (d / "stat").read_text()
+    # A process waiting for a disk read is in D for milliseconds; a hung mount or driver keeps
+    # it there.  Look again at the D ones (only when there are any) and keep the still-stuck.
+    waiting = [pid for pid, text in stats.items() if text.rpartition(")")[2].split()[:1] == ["D"]]
+    if waiting:
+        time.sleep(DSTATE_RECHECK_S)
+        for pid in waiting:
+            try:
+                stats[pid] = (ctx.path("/proc") / pid / "stat").read_text()
+            except OSError:
+                del stats[pid]  # it finished
     online = ""
     with contextlib.suppress(OSError):
         online = ctx.path("/sys/devices/system/cpu/online").read_text()
-    return {"stat": stats, "loadavg": loadavg.read_text(), "online": online}
+    return {"stat": list(stats.values()), "loadavg": loadavg.read_text(), "online": online}
 
 
 def nvme_sysfs(ctx: ProbeContext) -> dict[str, str]:

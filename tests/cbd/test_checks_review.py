@@ -5,9 +5,14 @@ from __future__ import annotations
 
 from aegis_slurm.node import checks, probes
 from aegis_slurm.node import xid as xidcat
-from aegis_slurm.node.parse import parse_cpu_topology, parse_nvidia_smi_q, parse_proc_modules
+from aegis_slurm.node.parse import (
+    parse_cpu_topology,
+    parse_nvidia_smi_q,
+    parse_proc_modules,
+    parse_proc_snapshot,
+)
 
-from ._fixtures import edit_gpu, fixture_text
+from ._fixtures import FIX, edit_gpu, fixture_text
 
 V100 = "gls/V100_x8.nvidia-smi-q.txt"
 
@@ -147,3 +152,39 @@ def test_gsp_version_unreadable_is_not_a_driver_mismatch():
     old = edit_gpu(text, 1, r"(GSP Firmware Version\s*: )550\.54\.14", r"\g<1>535.129.03")
     v = checks.driver_version(parse_nvidia_smi_q(old), {"gpus": 2})
     assert v.state == "fail" and "GSP firmware" in v.evidence
+
+
+def _proc_tree(root, extra: dict[str, str]):
+    # the recorded node_exporter /proc (systemd S, khungtaskd S, rcu_preempt I) + extra pids
+    src = FIX / "node_exporter" / "proc"
+    for pid in ("1", "10", "11"):
+        (root / "proc" / pid).mkdir(parents=True)
+        (root / "proc" / pid / "stat").write_text((src / pid / "stat").read_text())
+    (root / "proc/loadavg").write_text((src / "loadavg").read_text())
+    for pid, stat in extra.items():
+        (root / "proc" / pid).mkdir()
+        (root / "proc" / pid / "stat").write_text(stat)
+
+
+def test_dstate_counts_only_when_still_stuck_on_a_second_look(tmp_path, monkeypatch):
+    # a process reading from disk is in D for milliseconds: one snapshot on a node doing I/O
+    # (the job's own data staging, an NFS home) raised an alert at every job start
+    reader = "4242 (dd) D 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 29\n"
+    hung = "4343 (ls) D 1 4343 4343 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 29\n"
+    _proc_tree(tmp_path, {"4242": reader, "4343": hung})
+
+    def io_done(_s: float) -> None:  # while the probe waits, dd's read completes
+        (tmp_path / "proc/4242/stat").write_text(reader.replace(") D ", ") R "))
+
+    monkeypatch.setattr(probes.time, "sleep", io_done)
+    snap = parse_proc_snapshot(probes.proc_snapshot(probes.ProbeContext(exp={}, root=tmp_path)))
+    v = checks.processes(snap, {})
+    assert v.state == "warn" and v.evidence.startswith("1 in D state: 4343(ls)")
+
+
+def test_no_dstate_no_pause(tmp_path, monkeypatch):
+    _proc_tree(tmp_path, {})
+    slept = []
+    monkeypatch.setattr(probes.time, "sleep", slept.append)
+    snap = parse_proc_snapshot(probes.proc_snapshot(probes.ProbeContext(exp={}, root=tmp_path)))
+    assert checks.processes(snap, {}).state == "pass" and slept == []
