@@ -794,7 +794,9 @@ def ecc_health(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     agg_warn = int(exp.get("ecc_aggregate_uncorrectable_warn", 10))
     bad, warn = [], []
     for i, g in _gpu_names(smi):
-        if need_mode and tree_get(g, "ECC Mode", "Current") == "Disabled":
+        # "Ecc Mode" up to driver 470, "ECC Mode" after
+        mode = tree_get(g, "ECC Mode", "Current") or tree_get(g, "Ecc Mode", "Current")
+        if need_mode and mode == "Disabled":
             bad.append(f"GPU{i} ECC mode disabled")
         errs = g.get("ECC Errors", {})
         if not isinstance(errs, dict):

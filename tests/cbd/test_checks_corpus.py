@@ -55,6 +55,8 @@ SMI_HEALTHY = {
     "gls/RTX5090.nvidia-smi-q.txt": {"gpus": 1},
     "gls/RTX_A6000_x9.nvidia-smi-q.txt": {"gpus": 9},
     "gls/V100_x8.nvidia-smi-q.txt": {"gpus": 8},
+    # "nvidia-smi -q -i 1" of an 8x V100 node (driver 470): one GPU block, so no GPU count
+    "blog/bsyonline-v100-470.nvidia-smi-q-i1.txt": {},
 }
 #: recordings broken for some checks and healthy for the others (label: what NVIDIA's docs say
 #: the recorded state means, not what our check says)
@@ -216,7 +218,7 @@ def test_no_healthy_recording_fails_and_every_broken_one_is_caught():
     for (check, label), n in sorted(counts.items()):
         print(f"{check:20s} {label:8s} {n}")
     assert sum(n for (_, label), n in counts.items() if label == "broken") == 17
-    assert len({r[1] for r in rows}) >= 43
+    assert len({r[1] for r in rows}) >= 44
 
 
 def test_truncated_mangled_nvidia_smi_never_crashes_a_check():

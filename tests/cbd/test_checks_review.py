@@ -188,3 +188,13 @@ def test_no_dstate_no_pause(tmp_path, monkeypatch):
     monkeypatch.setattr(probes.time, "sleep", slept.append)
     snap = parse_proc_snapshot(probes.proc_snapshot(probes.ProbeContext(exp={}, root=tmp_path)))
     assert checks.processes(snap, {}).state == "pass" and slept == []
+
+
+def test_ecc_mode_read_under_the_470_driver_name():
+    # driver 470 prints "Ecc Mode" (later "ECC Mode"): ecc_mode_required never saw it disabled
+    rel = "blog/bsyonline-v100-470.nvidia-smi-q-i1.txt"
+    text = fixture_text(rel)
+    assert checks.ecc_health(parse_nvidia_smi_q(text), {"ecc_mode_required": True}).state == "pass"
+    off = edit_gpu(text, 0, r"(Ecc Mode\s*\n\s*Current\s*: )Enabled", r"\g<1>Disabled")
+    v = checks.ecc_health(parse_nvidia_smi_q(off), {"ecc_mode_required": True})
+    assert v.state == "fail" and "GPU0 ECC mode disabled" in v.evidence
