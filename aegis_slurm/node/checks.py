@@ -1127,7 +1127,10 @@ def ipmi_sel(entries: list | None, exp: Exp) -> Verdict:
             continue
         text = f"{e.sensor}: {e.event}"
         low = e.event.lower()
-        if any(w in low for w in SEL_WARN) and "uncorrectable" not in low:
+        # "Correctable machine check error" (ipmitool's processor offset 0x0c) names a machine
+        # check too: anything correctable is a warning, only the uncorrectable can fail
+        correctable = "correctable" in low and "uncorrectable" not in low
+        if correctable or (any(w in low for w in SEL_WARN) and "uncorrectable" not in low):
             warn.append(text)
         elif any(w in low for w in SEL_CRITICAL):
             crit.append(text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from aegis_slurm.node import checks, probes
 from aegis_slurm.node import xid as xidcat
 from aegis_slurm.node.parse import (
+    new_sel_entries,
     parse_cpu_topology,
     parse_nvidia_smi_q,
     parse_proc_modules,
@@ -198,3 +199,17 @@ def test_ecc_mode_read_under_the_470_driver_name():
     off = edit_gpu(text, 0, r"(Ecc Mode\s*\n\s*Current\s*: )Enabled", r"\g<1>Disabled")
     v = checks.ecc_health(parse_nvidia_smi_q(off), {"ecc_mode_required": True})
     assert v.state == "fail" and "GPU0 ECC mode disabled" in v.evidence
+
+
+def test_correctable_machine_check_sel_record_only_warns():
+    # ipmitool's event text for processor sensor offset 0x0c is "Correctable machine check
+    # error" (include/ipmitool/ipmi_sel.h); "machine check" made it a failure (an alert on
+    # every such node).  Line shape as in the recorded facebook/openbmc #273 SEL.
+    line = (
+        "  2a | 05/14/2026 | 20:40:26 | Processor #0x40 | Correctable machine check error"
+        " | Asserted"
+    )
+    v = checks.ipmi_sel(new_sel_entries(line, {"sel_seen": []}), {})
+    assert v.state == "warn" and "Correctable machine check error" in v.evidence
+    rec = fixture_text("ipmitool/sel_list.openbmc_issue273_mce.txt")
+    assert checks.ipmi_sel(new_sel_entries(rec, {"sel_seen": []}), {}).state == "fail"
