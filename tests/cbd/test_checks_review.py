@@ -213,3 +213,8 @@ def test_correctable_machine_check_sel_record_only_warns():
     assert v.state == "warn" and "Correctable machine check error" in v.evidence
     rec = fixture_text("ipmitool/sel_list.openbmc_issue273_mce.txt")
     assert checks.ipmi_sel(new_sel_entries(rec, {"sel_seen": []}), {}).state == "fail"
+
+
+def test_unread_module_list_is_a_probe_error_not_a_drain():
+    v = checks.kernel_modules(None, {"kernel_modules": ["nvidia_peermem"]})
+    assert v.state == "probe_error"
