@@ -92,6 +92,18 @@ def _smart(rel_dir: str) -> dict:
     return parse_smartctl({p.stem: p.read_text() for p in sorted((FIX / rel_dir).glob("*.json"))})
 
 
+def _edac_listing(rel: str) -> dict:
+    """A pasted ``path`` / ``value`` listing of EDAC sysfs files -> what the edac probe reads
+    (``mcN/{ce,ue}_count`` only; the csrow files are per-DIMM detail)."""
+    lines = fixture_text(rel).split()
+    raw: dict = {}
+    for path, value in zip(lines[::2], lines[1::2], strict=True):
+        parts = path.split("/")
+        if len(parts) == 7 and parts[-1] in ("ce_count", "ue_count"):
+            raw.setdefault(parts[5], {})[parts[-1][:2]] = value
+    return parse_edac(raw)
+
+
 def _edac() -> dict:
     mc = FIX / "node_exporter/sys/devices/system/edac/mc/mc0"
     return parse_edac(
@@ -149,6 +161,13 @@ OTHER: list[Case] = [
     (checks.memory, "node_exporter/proc/meminfo",
      lambda: parse_meminfo(fixture_text("node_exporter/proc/meminfo")), {}, "healthy"),
     (checks.edac, "node_exporter/sys/devices/system/edac/mc/mc0", _edac, {}, "broken"),
+    *(
+        (checks.edac, rel, (lambda rel=rel: _edac_listing(rel)), {}, "healthy")
+        for rel in (
+            "bugreports/edac.netdata_1508_server_a.txt",
+            "bugreports/edac.netdata_1508_server_b.txt",
+        )
+    ),
     (checks.ipmi_sel, "ipmitool/sel_list.openbmc_issue273_mce.txt",
      lambda: new_sel_entries(fixture_text("ipmitool/sel_list.openbmc_issue273_mce.txt"),
                              {"sel_seen": []}), {}, "broken"),
@@ -218,7 +237,7 @@ def test_no_healthy_recording_fails_and_every_broken_one_is_caught():
     for (check, label), n in sorted(counts.items()):
         print(f"{check:20s} {label:8s} {n}")
     assert sum(n for (_, label), n in counts.items() if label == "broken") == 17
-    assert len({r[1] for r in rows}) >= 44
+    assert len({r[1] for r in rows}) >= 46
 
 
 def test_truncated_mangled_nvidia_smi_never_crashes_a_check():
