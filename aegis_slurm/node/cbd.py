@@ -50,7 +50,7 @@ def _ident(raw: Any, st: RunState) -> Any:
 
 
 def _smi(raw: str, st: RunState) -> parse.NvidiaSmiQuery:
-    return parse.parse_nvidia_smi_q(raw)
+    return parse.parse_nvidia_smi_q_once(raw)
 
 
 def _new_xids(raw: str, st: RunState) -> list[xidcat.XidEvent]:
@@ -124,8 +124,24 @@ SPECS: list[Spec] = [
     Spec("memory", "meminfo", lambda r, s: parse.parse_meminfo(r), checks.memory),
     Spec("time_sync", "adjtimex", _ident, checks.time_sync),
     Spec("services", "services", _ident, checks.services),
+    # coverage checks (docs/cbd.md "Coverage")
+    Spec("persistence_mode", "nvidia_smi_q", _smi, checks.persistence_mode),
+    Spec("vbios", "nvidia_smi_q", _smi, checks.vbios),
+    Spec("ecc_health", "nvidia_smi_q", _smi, checks.ecc_health),
+    Spec("gpu_reset_required", "nvidia_smi_q", _smi, checks.gpu_reset_required),
+    Spec("app_clocks", "nvidia_smi_q", _smi, checks.app_clocks),
+    Spec("swap", "meminfo", lambda r, s: parse.parse_meminfo(r), checks.swap),
+    Spec("processes", "procs", lambda r, s: parse.parse_proc_snapshot(r), checks.processes),
+    Spec(
+        "kernel_modules", "modules", lambda r, s: parse.parse_proc_modules(r), checks.kernel_modules
+    ),
+    Spec("disk_inodes", "disk", _ident, checks.disk_inodes),
+    Spec("nvme", "nvme", _ident, checks.nvme),
+    Spec("edac", "edac", lambda r, s: parse.parse_edac(r), checks.edac),
+    Spec("cpu_config", "cpu", lambda r, s: parse.parse_cpu_topology(r), checks.cpu_config),
+    Spec("ipmi_sel", "ipmi_sel", lambda r, s: parse.new_sel_entries(r, s.data), checks.ipmi_sel),
     # full profile: never on job start
-    Spec("dcgm_diag", "dcgm_diag", _json, checks.dcgm_diag, "full"),
+    Spec("dcgm_diag", "dcgm_diag", lambda r, s: parse.parse_dcgm_diag(r), checks.dcgm_diag, "full"),
     Spec(
         "nccl_allreduce",
         "nccl_allreduce",
@@ -134,7 +150,19 @@ SPECS: list[Spec] = [
         "full",
     ),
     Spec("gpu_burn", "gpu_burn", lambda r, s: parse.parse_gpu_burn(r), checks.gpu_burn, "full"),
+    Spec("pcie_link_load", "nvidia_smi_q_load", _smi, checks.pcie_link_load, "full"),
+    Spec("cpu_stream", "cpu_stream", lambda r, s: parse.parse_stream(r), checks.cpu_stream, "full"),
+    Spec(
+        "pcie_bandwidth",
+        "nvbandwidth",
+        lambda r, s: parse.parse_nvbandwidth(r),
+        checks.pcie_bandwidth,
+        "full",
+    ),
     Spec("data_read", "data_read", _ident, checks.data_read, "full"),
+    Spec(
+        "nvme_smart", "nvme_smart", lambda r, s: parse.parse_smartctl(r), checks.nvme_smart, "full"
+    ),
 ]
 
 PROBES: dict[str, ProbeFn] = {
@@ -149,9 +177,19 @@ PROBES: dict[str, ProbeFn] = {
     "meminfo": probes.meminfo,
     "adjtimex": probes.adjtimex,
     "services": probes.process_names,
+    "procs": probes.proc_snapshot,
+    "modules": probes.proc_modules,
+    "nvme": probes.nvme_sysfs,
+    "edac": probes.edac_counts,
+    "cpu": probes.cpu_topology,
+    "ipmi_sel": probes.ipmi_sel,
+    "nvme_smart": probes.nvme_smart,
     "dcgm_diag": probes.dcgm_diag,
     "nccl_allreduce": probes.nccl_allreduce,
     "gpu_burn": probes.gpu_burn,
+    "nvidia_smi_q_load": probes.nvidia_smi_q_load,
+    "nvbandwidth": probes.nvbandwidth,
+    "cpu_stream": probes.cpu_stream,
     "data_read": probes.data_read,
 }
 
@@ -166,6 +204,10 @@ def _needed(probe: str, exp: dict[str, Any]) -> bool:
         "disk": bool(exp.get("disk_paths")),
         "services": bool(exp.get("services")),
         "adjtimex": exp.get("time_sync", "warn") != "off",
+        "modules": bool(exp.get("kernel_modules")),
+        "ipmi_sel": bool(exp.get("ipmi_sel")),
+        "nvme": bool(exp.get("nvme_count")),
+        "cpu": any(exp.get(k) for k in ("cpu_count", "cpu_sockets", "cpu_smt", "cpu_governor")),
     }.get(probe, True)
 
 

@@ -7,6 +7,7 @@ tool to see it is missing).  Expectations (``exp``) come from :mod:`aegis_slurm.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,7 +21,7 @@ from aegis_slurm.node.parse import (
     as_int,
     tree_get,
 )
-from aegis_slurm.node.verdict import FAIL, PASS, SKIP, WARN, Verdict
+from aegis_slurm.node.verdict import FAIL, PASS, PROBE_ERROR, SKIP, WARN, Verdict
 
 Exp = dict[str, Any]
 
@@ -87,6 +88,9 @@ def gpu_count(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     return Verdict("gpu_count", PASS, f"{have}/{want} GPUs")
 
 
+_VERSION = re.compile(r"\d+\.\d+")
+
+
 def driver_version(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     """Driver/CUDA versions present and as configured (a half-upgraded node breaks NCCL jobs).
 
@@ -96,7 +100,9 @@ def driver_version(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     if skip:
         return skip
     assert smi is not None
-    gsp = {tree_get(g, "GSP Firmware Version") for g in smi.gpus} - {"", "N/A"}
+    # only version-like values: "N/A" (GSP off), "[Unknown Error]", "Not Supported" say
+    # nothing about a firmware/driver mismatch
+    gsp = {v for g in smi.gpus if _VERSION.match(v := tree_get(g, "GSP Firmware Version"))}
     bad = []
     if not smi.driver_version:
         bad.append("driver version missing")
@@ -124,12 +130,8 @@ def ecc_uncorrectable(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     limit = int(exp.get("ecc_uncorrectable_max", 0))
     bad = []
     for i, g in _gpu_names(smi):
-        vol = g.get("ECC Errors", {}).get("Volatile", {})
-        if not isinstance(vol, dict):
-            continue
-        n = sum(
-            as_int(v) or 0 for k, v in vol.items() if "Uncorrectable" in k and isinstance(v, str)
-        )
+        errs = g.get("ECC Errors", {})
+        n = _ecc_sum(errs.get("Volatile") if isinstance(errs, dict) else None, "Uncorrectable")
         if n > limit:
             bad.append(f"GPU{i} {n} uncorrectable volatile")
     if bad:
@@ -187,11 +189,20 @@ def retired_pages(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     return Verdict("retired_pages", PASS, "retired pages below limits")
 
 
-def pcie_link(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
-    """PCIe link width below max (degraded link) or max generation below expected.
+def _gpu_util(g: dict) -> int | None:
+    return as_int(tree_get(g, "Utilization", "Gpu"))
 
-    Current *generation* drops at idle for power saving, so only width and the max gen are
-    judged.  Source: gcm check_pci (sysfs current_link_width vs manifest).
+
+def pcie_link(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """PCIe link capability as expected; the current link only on GPUs under load.
+
+    nvidia-smi: "The current link generation and width. These may be reduced when the GPU is
+    not in use" and the Prolog always sees idle GPUs, so the *current* width/generation is
+    judged only on GPUs whose utilisation is >= ``pcie_load_util_pct`` (the full profile's
+    ``pcie_link_load`` samples while gpu_burn runs).  Always judged: the *max* generation and
+    width ("possible with this GPU and system configuration") against ``pcie_gen`` /
+    ``pcie_width`` when configured.  Source: gcm check_pci (sysfs link vs manifest), gpud
+    pcie component; defect report issue 11 item 6.
     """
     skip = _no_gpu("pcie_link", smi, exp)
     if skip:
@@ -199,20 +210,40 @@ def pcie_link(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
     assert smi is not None
     want_gen = int(exp.get("pcie_gen", 0))
     want_width = int(exp.get("pcie_width", 0))
-    bad = []
+    busy_at = int(exp.get("pcie_load_util_pct", 50))
+    bad, loaded = [], 0
     for i, g in _gpu_names(smi):
         info = ("PCI", "GPU Link Info")
-        cur_w = as_int(tree_get(g, *info, "Link Width", "Current"))
         max_w = as_int(tree_get(g, *info, "Link Width", "Max"))
         max_gen = as_int(tree_get(g, *info, "PCIe Generation", "Max"))
-        need_w = want_width or max_w
-        if cur_w is not None and need_w and cur_w < need_w:
-            bad.append(f"GPU{i} PCIe x{cur_w} < x{need_w}")
+        if want_width and max_w is not None and max_w < want_width:
+            bad.append(f"GPU{i} PCIe max x{max_w} < x{want_width}")
         if want_gen and max_gen is not None and max_gen < want_gen:
-            bad.append(f"GPU{i} PCIe gen{max_gen} < gen{want_gen}")
+            bad.append(f"GPU{i} PCIe max gen{max_gen} < gen{want_gen}")
+        util = _gpu_util(g)
+        if util is None or util < busy_at:
+            continue  # idle: current link is allowed to be down-trained
+        loaded += 1
+        cur_w = as_int(tree_get(g, *info, "Link Width", "Current"))
+        cur_gen = as_int(tree_get(g, *info, "PCIe Generation", "Current"))
+        need_w = want_width or max_w
+        need_gen = want_gen or max_gen
+        if cur_w is not None and need_w and cur_w < need_w:
+            bad.append(f"GPU{i} PCIe x{cur_w} < x{need_w} under load ({util}%)")
+        if cur_gen is not None and need_gen and cur_gen < need_gen:
+            bad.append(f"GPU{i} PCIe gen{cur_gen} < gen{need_gen} under load ({util}%)")
     if bad:
         return Verdict("pcie_link", FAIL, _join(bad))
-    return Verdict("pcie_link", PASS, "PCIe links at full width")
+    how = f"{loaded} GPUs under load at full link" if loaded else "current link not judged (idle)"
+    return Verdict("pcie_link", PASS, f"PCIe capability as expected; {how}")
+
+
+def pcie_link_load(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """Full profile: :func:`pcie_link` on an nvidia-smi sample taken while gpu_burn runs."""
+    v = pcie_link(smi, exp)
+    if v.state == PASS and "not judged" in v.evidence:
+        return Verdict("pcie_link_load", SKIP, "no GPU under load when sampled (gpu_burn absent?)")
+    return Verdict("pcie_link_load", v.state, v.evidence)
 
 
 _THROTTLE_BAD = (
@@ -373,10 +404,11 @@ def xid_events(new: list[xidcat.XidEvent] | None, exp: Exp) -> Verdict:
         return Verdict("xid", SKIP, "kernel log unreadable/absent")
     crit, warn = [], []
     for ev in new:
-        info = xidcat.classify(ev.code)
+        info = xidcat.classify(ev.code, ev.line)
         if info.code in exp.get("xid_ignore", ()):
             continue
-        tag = f"Xid {ev.code} on {ev.pci} ({info.meaning})"
+        where = f"{ev.pci} {ev.mig}" if ev.mig else ev.pci
+        tag = f"Xid {ev.code} on {where} ({info.meaning})"
         if info.severity == xidcat.XidSeverity.CRITICAL:
             crit.append(tag)
         elif info.severity == xidcat.XidSeverity.WARN:
@@ -493,7 +525,7 @@ def mounts(status: dict[str, dict[str, Any]] | None, exp: Exp) -> Verdict:
     return Verdict("mounts", PASS, f"{len(want)} mounts responsive")
 
 
-def disk_space(usage: dict[str, tuple[int, int] | str] | None, exp: Exp) -> Verdict:
+def disk_space(usage: dict[str, tuple[int, ...] | str] | None, exp: Exp) -> Verdict:
     """Free space on configured paths (bytes free, bytes total) >= ``disk_min_free_pct``.
 
     A configured path that does not exist (or cannot be statfs'ed: the probe's error text) fails:
@@ -508,7 +540,7 @@ def disk_space(usage: dict[str, tuple[int, int] | str] | None, exp: Exp) -> Verd
         if isinstance(res, str):
             gone.append(f"{path}: {res}")
             continue
-        free, total = res
+        free, total = res[0], res[1]
         share = 100.0 * free / total if total else 0.0
         (bad if share < pct else ok).append(f"{path} {share:.1f}% free")
     if gone or bad:
@@ -614,16 +646,29 @@ def gpu_burn(res: GpuBurnResult | None, exp: Exp) -> Verdict:
     return Verdict("gpu_burn", PASS, f"{len(res.tested)} GPUs OK, max temp {max(res.max_temp_c)}C")
 
 
-def dcgm_diag(result: dict[str, Any] | None, exp: Exp) -> Verdict:
-    """``dcgmi diag -r N -j``: any test whose result is Fail -> fail; Warn -> warn."""
-    if result is None:
+#: dcgmi exit code for DCGM_ST_NVVS_ISOLATE_ERROR (256 - 51)
+DCGM_ISOLATE_RC = 205
+
+
+def dcgm_diag(diag: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """``dcgmi diag -r N -j``: any test whose result is Fail -> fail; Warn -> warn.
+
+    Exit code 205 (``DCGM_ST_NVVS_ISOLATE_ERROR``: "the diagnostic returned an error that
+    indicates the need for isolation", e.g. a volatile double-bit ECC error) fails whatever the
+    per-test results say; gcm treats 205 as non-fatal when every test passed, DCGM's own
+    definition is what we follow.  ``diag`` is :func:`parse.parse_dcgm_diag` output.
+    """
+    if diag is None:
         return Verdict("dcgm_diag", SKIP, "unavailable: dcgmi not installed")
     fails, warns = [], []
-    for name, status in _dcgm_results(result):
+    for name, status in _dcgm_results(diag["result"]):
         if status.lower() == "fail":
             fails.append(name)
         elif status.lower() == "warn":
             warns.append(name)
+    if diag["exit_code"] == DCGM_ISOLATE_RC:
+        what = ("failed: " + _join(fails)) if fails else "no failing test in the JSON"
+        return Verdict("dcgm_diag", FAIL, f"DCGM isolate error (exit 205), {what}")
     if fails:
         return Verdict("dcgm_diag", FAIL, "failed: " + _join(fails))
     if warns:
@@ -658,3 +703,460 @@ def data_read(res: dict[str, float] | None, exp: Exp) -> Verdict:
 
 
 CheckFn = Callable[[Any, Exp], Verdict]
+
+
+# ---- coverage: checks two or more of Aegis/gpud/AzHC/gcm/NHC have (docs/cbd.md) -----------
+
+
+def persistence_mode(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """Persistence mode on every GPU (nvidia-persistenced or ``nvidia-smi -pm 1``).
+
+    Without it the driver tears GPU state down between jobs: slow first CUDA call, lost
+    application clocks.  ``persistence_mode``: "require" (fail), "warn" (default), "off".
+    Source: gpud persistence-mode component, gcm check_nvidia_smi (fails), AzHC.
+    """
+    mode = exp.get("persistence_mode", "warn")
+    skip = _no_gpu("persistence_mode", smi, exp)
+    if skip or mode == "off":
+        return skip or Verdict("persistence_mode", SKIP, "disabled")
+    assert smi is not None
+    off = [f"GPU{i}" for i, g in _gpu_names(smi) if g.get("Persistence Mode") == "Disabled"]
+    if off:
+        ev = "persistence mode disabled on " + _join(off, 8)
+        return Verdict("persistence_mode", FAIL if mode == "require" else WARN, ev)
+    return Verdict("persistence_mode", PASS, f"enabled on {len(smi.gpus)} GPUs")
+
+
+def vbios(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """VBIOS version the same on every GPU of a model, and as configured (``vbios_versions``).
+
+    A GPU swapped in by RMA often carries another VBIOS; mixed VBIOS on one node is a known
+    cause of NCCL/NVLink trouble.  Mixed -> warn; not in the configured list -> fail.
+    Source: AzHC azure_gpu_vbios.nhc, gcm check_nvidia_smi vbios, gpud info.
+    """
+    skip = _no_gpu("vbios", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    allowed = exp.get("vbios_versions") or []
+    allowed = [allowed] if isinstance(allowed, str) else list(allowed)
+    by_model: dict[str, set[str]] = {}
+    bad = []
+    for i, g in _gpu_names(smi):
+        ver = str(g.get("VBIOS Version", ""))
+        by_model.setdefault(str(g.get("Product Name", "?")), set()).add(ver)
+        if allowed and ver not in allowed:
+            bad.append(f"GPU{i} VBIOS {ver} not in {allowed}")
+    if bad:
+        return Verdict("vbios", FAIL, _join(bad))
+    mixed = [f"{m}: {', '.join(sorted(v))}" for m, v in sorted(by_model.items()) if len(v) > 1]
+    if mixed:
+        return Verdict("vbios", WARN, "mixed VBIOS " + _join(mixed))
+    vers = sorted({v for vs in by_model.values() for v in vs})
+    return Verdict("vbios", PASS, f"VBIOS {', '.join(vers)} on {len(smi.gpus)} GPUs")
+
+
+#: pre-Ampere layout (still printed for Volta by driver 550): "Single Bit" / "Double Bit"
+#: sub-sections whose "Total" is the corrected / uncorrected count
+_ECC_OLD = {"Correctable": "Single Bit", "Uncorrectable": "Double Bit"}
+
+
+def _ecc_sum(tree: Any, word: str) -> int:
+    """ECC error count of one timescale (``Volatile``/``Aggregate`` subtree), ``word``
+    "Correctable" or "Uncorrectable": the SRAM/DRAM keys (Ampere+) or the Volta-era
+    ``Single Bit``/``Double Bit`` ``Total``."""
+    if not isinstance(tree, dict):
+        return 0
+    n = sum(as_int(v) or 0 for k, v in tree.items() if word in k and isinstance(v, str))
+    old = tree.get(_ECC_OLD[word])
+    if isinstance(old, dict):
+        n += as_int(str(old.get("Total", ""))) or 0
+    return n
+
+
+def ecc_health(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """ECC mode, SRAM threshold, correctable and lifetime (aggregate) ECC counts.
+
+    Fails: ECC mode disabled when ``ecc_mode_required`` (default false: GeForce/RTX nodes run
+    with ECC off by choice, e.g. the recorded 8x RTX 4090 nodes), or "SRAM Threshold
+    Exceeded: Yes" (NVIDIA: the GPU needs replacing).  Warns: volatile
+    correctable >= ``ecc_correctable_volatile_warn`` (10000) or aggregate uncorrectable >=
+    ``ecc_aggregate_uncorrectable_warn`` (10): trend material, the drain decision is
+    row_remap / ecc_uncorrectable.  Source: gcm ecc_corrected_volatile_total / aggregate,
+    AzHC azure_gpu_ecc.nhc, gpud ecc component, NVIDIA memory error management docs.
+    """
+    skip = _no_gpu("ecc_health", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    need_mode = exp.get("ecc_mode_required", False)
+    ce_warn = int(exp.get("ecc_correctable_volatile_warn", 10000))
+    agg_warn = int(exp.get("ecc_aggregate_uncorrectable_warn", 10))
+    bad, warn = [], []
+    for i, g in _gpu_names(smi):
+        # "Ecc Mode" up to driver 470, "ECC Mode" after
+        mode = tree_get(g, "ECC Mode", "Current") or tree_get(g, "Ecc Mode", "Current")
+        if need_mode and mode == "Disabled":
+            bad.append(f"GPU{i} ECC mode disabled")
+        errs = g.get("ECC Errors", {})
+        if not isinstance(errs, dict):
+            continue
+        agg = errs.get("Aggregate", {})
+        if isinstance(agg, dict) and agg.get("SRAM Threshold Exceeded") == "Yes":
+            bad.append(f"GPU{i} SRAM uncorrectable threshold exceeded")
+        ce = _ecc_sum(errs.get("Volatile"), "Correctable")
+        if ce >= ce_warn:
+            warn.append(f"GPU{i} {ce} correctable volatile")
+        ue = _ecc_sum(agg, "Uncorrectable")
+        if ue >= agg_warn:
+            warn.append(f"GPU{i} {ue} uncorrectable lifetime")
+    if bad:
+        return Verdict("ecc_health", FAIL, _join(bad + warn))
+    if warn:
+        return Verdict("ecc_health", WARN, _join(warn))
+    return Verdict("ecc_health", PASS, f"ECC counts below limits on {len(smi.gpus)} GPUs")
+
+
+def gpu_reset_required(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """The driver's own verdict: "GPU Reset Status: Reset Required / Drain and Reset
+    Recommended: Yes" (set after Xid 94/95/154-class events, cleared by a GPU reset).
+
+    Source: NVIDIA nvidia-smi -q (GPU Reset Status), gpud (GPU recovery action), DCGM.
+    """
+    skip = _no_gpu("gpu_reset_required", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    bad = []
+    for i, g in _gpu_names(smi):
+        st = g.get("GPU Reset Status", {})
+        if not isinstance(st, dict):
+            continue
+        if st.get("Reset Required") == "Yes":
+            bad.append(f"GPU{i} reset required")
+        elif st.get("Drain and Reset Recommended") == "Yes":
+            bad.append(f"GPU{i} drain and reset recommended")
+    if bad:
+        return Verdict("gpu_reset_required", FAIL, _join(bad))
+    return Verdict("gpu_reset_required", PASS, "no GPU asks for a reset")
+
+
+def app_clocks(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
+    """Application clocks not below their defaults (a job that ran ``nvidia-smi -ac`` and left
+    them lowered slows every later job).  Lowered -> warn.  Raised is a site's tuning, not a
+    fault: NVIDIA's GPU Boost guidance has admins set application clocks above the default to
+    use the power headroom, and cloud GPU images do the same at boot.  Source: gcm clock
+    checks, AzHC azure_gpu_app_clocks, Aegis (clock configuration before delivery).
+    """
+    skip = _no_gpu("app_clocks", smi, exp)
+    if skip:
+        return skip
+    assert smi is not None
+    low, high = [], []
+    for i, g in _gpu_names(smi):
+        for clk in ("Graphics", "Memory"):
+            cur = as_int(tree_get(g, "Applications Clocks", clk))
+            default = as_int(tree_get(g, "Default Applications Clocks", clk))
+            if cur is None or default is None or cur == default:
+                continue  # N/A, [N/A], Not Supported: nothing to compare
+            (low if cur < default else high).append(f"GPU{i} {clk} {cur} vs default {default}")
+    if low:
+        return Verdict("app_clocks", WARN, "lowered: " + _join(low))
+    if high:
+        return Verdict("app_clocks", PASS, "raised by the site: " + _join(high, 2))
+    return Verdict("app_clocks", PASS, "application clocks at defaults")
+
+
+def swap(meminfo: dict[str, int] | None, exp: Exp) -> Verdict:
+    """Swap as configured: ``swap_max_gib`` (-1 = any; 0 = must have none) and used share
+    < ``swap_used_warn_pct`` (a node that swaps stalls the synchronous step of a training job).
+    Source: NHC check_hw_swap / check_hw_swap_free, gcm memory checks.
+    """
+    if meminfo is None or "SwapTotal" not in meminfo:
+        return Verdict("swap", SKIP, "/proc/meminfo unavailable")
+    total = meminfo["SwapTotal"] / 2**20
+    used = (meminfo["SwapTotal"] - meminfo.get("SwapFree", meminfo["SwapTotal"])) / 2**20
+    max_gib = float(exp.get("swap_max_gib", -1))
+    if max_gib >= 0 and total > max_gib:
+        return Verdict("swap", FAIL, f"{total:.1f} GiB swap > {max_gib:g} GiB allowed")
+    pct = float(exp.get("swap_used_warn_pct", 50))
+    if total and 100 * used / total >= pct:
+        return Verdict("swap", WARN, f"{used:.1f} of {total:.1f} GiB swap used (>= {pct:g}%)")
+    return Verdict("swap", PASS, f"{total:.1f} GiB swap, {used:.1f} GiB used")
+
+
+def processes(data: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """Processes in D state (uninterruptible: a hung filesystem or driver), zombies, and the
+    5-minute load per CPU on a node that is about to get a job.
+
+    ``data`` = :func:`parse.parse_proc_snapshot`.  Over ``proc_dstate_max`` (0) D-state,
+    ``proc_zombie_max`` (50) zombies or ``load_per_cpu_max`` (2.0) -> warn (never drains by
+    default); D state counts only when a second look 0.25 s later still finds the process
+    there (a read from disk is a D state of milliseconds).  Source: gcm
+    check_dstate / check_zombie, NHC check_ps_loadavg, gpud.  Not judged in healthcheck mode on
+    a node that may be running jobs (``gpu_scope = "busy"``); the load not on shared nodes
+    (``gpu_processes_allowed``).
+    """
+    if data is None:
+        return Verdict("processes", SKIP, "/proc/loadavg unavailable")
+    if exp.get("gpu_scope") == "busy":  # healthcheck on a node that may be running jobs
+        return Verdict("processes", SKIP, "healthcheck: node may be running jobs")
+    states = data["states"]
+    dstate = sorted(f"{pid}({comm})" for pid, (comm, st) in states.items() if st == "D")
+    zombies = [pid for pid, (_, st) in states.items() if st == "Z"]
+    warn = []
+    if len(dstate) > int(exp.get("proc_dstate_max", 0)):
+        warn.append(f"{len(dstate)} in D state: " + ", ".join(dstate[:5]))
+    if len(zombies) > int(exp.get("proc_zombie_max", 50)):
+        warn.append(f"{len(zombies)} zombies")
+    load5, ncpu = data.get("load5"), data.get("ncpu") or 0
+    per_cpu = float(exp.get("load_per_cpu_max", 2.0))
+    shared = exp.get("gpu_processes_allowed")  # other jobs' load is legitimate there
+    if load5 is not None and ncpu and per_cpu > 0 and not shared and load5 > per_cpu * ncpu:
+        warn.append(f"load5 {load5:g} > {per_cpu:g} x {ncpu} CPUs")
+    if warn:
+        return Verdict("processes", WARN, "; ".join(warn))
+    return Verdict("processes", PASS, f"{len(states)} processes, none stuck; load5 {load5}")
+
+
+def kernel_modules(loaded: set[str] | None, exp: Exp) -> Verdict:
+    """Required kernel modules loaded (``kernel_modules``, e.g. nvidia_peermem for GPUDirect
+    RDMA, ib_umad, nvidia_uvm).  A missing nvidia_peermem silently halves NCCL bandwidth.
+    Source: gpud peermem component, AzHC, gcm check_nvidia_smi kmod checks.
+    """
+    want = list(exp.get("kernel_modules", []))
+    if not want:
+        return Verdict("kernel_modules", SKIP, "no modules required")
+    if loaded is None:
+        # not being able to look is the checker's problem, not a missing module
+        return Verdict("kernel_modules", PROBE_ERROR, "/proc/modules not read")
+    missing = [m for m in want if m.replace("-", "_") not in loaded]
+    if missing:
+        return Verdict("kernel_modules", FAIL, "not loaded: " + ", ".join(missing))
+    return Verdict("kernel_modules", PASS, f"{len(want)} required modules loaded")
+
+
+def disk_inodes(usage: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """Free inodes on the ``disk_paths`` >= ``disk_min_free_inodes_pct`` (5): a scratch full of
+    small files fails writes with free blocks left.  Source: NHC check_fs_inodes / ifree,
+    gcm disk checks.
+    """
+    if not usage:
+        return Verdict("disk_inodes", SKIP, "no paths configured")
+    pct = float(exp.get("disk_min_free_inodes_pct", 5))
+    bad, ok = [], []
+    for path, res in sorted(usage.items()):
+        if isinstance(res, str) or len(res) < 4 or not res[3]:
+            continue  # missing path: disk_space reports it; filesystems without inodes
+        share = 100.0 * res[2] / res[3]
+        (bad if share < pct else ok).append(f"{path} {share:.1f}% inodes free")
+    if bad:
+        return Verdict("disk_inodes", FAIL, _join(bad) + f" (< {pct:g}%)")
+    if not ok:
+        return Verdict("disk_inodes", SKIP, "no inode counts (filesystem reports none)")
+    return Verdict("disk_inodes", PASS, _join(ok))
+
+
+def nvme(devs: dict[str, str] | None, exp: Exp) -> Verdict:
+    """NVMe controllers present and ``live`` (sysfs), at least ``nvme_count``.
+
+    A dropped local NVMe kills checkpoint staging and data caches.  Source: gcm
+    check_blockdev (manifest), AzHC azure_nvme count, NHC.
+    """
+    want = int(exp.get("nvme_count", 0))
+    if not want:
+        return Verdict("nvme", SKIP, "no NVMe count configured")
+    devs = devs or {}
+    live = sorted(d for d, st in devs.items() if st == "live")
+    down = [f"{d} {st}" for d, st in sorted(devs.items()) if st != "live"]
+    if len(live) < want:
+        ev = f"{len(live)}/{want} NVMe live" + ("; " + _join(down) if down else "")
+        return Verdict("nvme", FAIL, ev)
+    if down:
+        return Verdict("nvme", WARN, f"{len(live)} live; " + _join(down))
+    return Verdict("nvme", PASS, f"{len(live)} NVMe live")
+
+
+def nvme_smart(smart: dict[str, dict] | None, exp: Exp) -> Verdict:
+    """smartctl -j health of each NVMe: SMART failed, critical_warning set, spare below its
+    threshold or percentage_used > 100 -> fail; percentage_used > ``nvme_used_warn_pct`` (80)
+    or media errors -> warn.  Source: gcm check_blockdev (same thresholds), AzHC, NHC.
+    """
+    if not smart:
+        return Verdict("nvme_smart", SKIP, "unavailable: no NVMe or smartctl")
+    used_warn = int(exp.get("nvme_used_warn_pct", 80))
+    bad, warn = [], []
+    for dev, d in sorted(smart.items()):
+        h = d.get("nvme_smart_health_information_log") or {}
+        if d.get("smart_status", {}).get("passed") is False:
+            bad.append(f"{dev} SMART failed")
+        if h.get("critical_warning"):
+            bad.append(f"{dev} critical_warning {h['critical_warning']:#x}")
+        spare, thresh = h.get("available_spare"), h.get("available_spare_threshold")
+        if spare is not None and thresh is not None and spare < thresh:
+            bad.append(f"{dev} spare {spare}% < {thresh}%")
+        used = h.get("percentage_used", 0)
+        if used > 100:
+            bad.append(f"{dev} {used}% used")
+        elif used > used_warn:
+            warn.append(f"{dev} {used}% used")
+        if h.get("media_errors"):
+            warn.append(f"{dev} {h['media_errors']} media errors")
+    if bad:
+        return Verdict("nvme_smart", FAIL, _join(bad + warn))
+    if warn:
+        return Verdict("nvme_smart", WARN, _join(warn))
+    return Verdict("nvme_smart", PASS, f"{len(smart)} NVMe healthy")
+
+
+def edac(counts: dict[str, dict[str, int]] | None, exp: Exp) -> Verdict:
+    """Host memory errors since boot from the EDAC counters (machine-check memory errors):
+    uncorrectable > 0 -> fail, correctable >= ``edac_ce_warn`` (100) -> warn.
+    Source: gpud memory/EDAC, NHC (check_hw_mcelog), gcm check_ipmitool SEL (the same
+    events through the BMC).
+    """
+    if not counts:
+        return Verdict("edac", SKIP, "no EDAC memory controllers")
+    ce_warn = int(exp.get("edac_ce_warn", 100))
+    ue = {mc: c["ue"] for mc, c in counts.items() if c.get("ue")}
+    ce = {mc: c["ce"] for mc, c in counts.items() if c.get("ce", 0) >= ce_warn}
+    if ue:
+        return Verdict("edac", FAIL, "uncorrectable: " + _join([f"{m} {n}" for m, n in ue.items()]))
+    if ce:
+        return Verdict("edac", WARN, "correctable: " + _join([f"{m} {n}" for m, n in ce.items()]))
+    return Verdict("edac", PASS, f"no memory errors on {len(counts)} controllers")
+
+
+def cpu_config(cpu: dict[str, Any] | None, exp: Exp) -> Verdict:
+    """Online CPUs, sockets, SMT and frequency governor as configured (``cpu_count``,
+    ``cpu_sockets``, ``cpu_smt`` "on"/"off", ``cpu_governor``).  A CPU taken offline by a
+    machine check or a BIOS reset to "powersave" slows data loading.  Count/sockets -> fail,
+    SMT/governor -> warn.  Source: NHC check_hw_cpuinfo, gcm check_processor, AzHC.
+    """
+    keys = ("cpu_count", "cpu_sockets", "cpu_smt", "cpu_governor")
+    if not any(exp.get(k) for k in keys):
+        return Verdict("cpu_config", SKIP, "no CPU expectations configured")
+    if cpu is None:
+        return Verdict("cpu_config", SKIP, "CPU topology unreadable")
+    bad, warn = [], []
+    if exp.get("cpu_count") and cpu.get("online") != int(exp["cpu_count"]):
+        bad.append(f"{cpu.get('online')} CPUs online, {exp['cpu_count']} expected")
+    note = ""
+    if exp.get("cpu_sockets") and cpu.get("sockets") is None:
+        # e.g. aarch64 without ACPI PPTT: neither sysfs nor /proc/cpuinfo names the package;
+        # not knowing is not a missing socket
+        note = "; socket count not reported by this kernel (not judged)"
+    elif exp.get("cpu_sockets") and cpu.get("sockets") != int(exp["cpu_sockets"]):
+        bad.append(f"{cpu.get('sockets')} sockets, {exp['cpu_sockets']} expected")
+    smt = exp.get("cpu_smt")
+    if smt and cpu.get("smt") is not None and cpu["smt"] != (smt == "on"):
+        warn.append(f"SMT {'on' if cpu['smt'] else 'off'}, {smt} expected")
+    gov = exp.get("cpu_governor")
+    other = sorted(set(cpu.get("governors", [])) - {gov}) if gov else []
+    if other:
+        warn.append(f"governor {', '.join(other)}, {gov} expected")
+    if bad:
+        return Verdict("cpu_config", FAIL, _join(bad + warn))
+    if warn:
+        return Verdict("cpu_config", WARN, _join(warn))
+    ev = f"{cpu.get('online')} CPUs, {cpu.get('sockets')} sockets{note}"
+    return Verdict("cpu_config", PASS, ev)
+
+
+#: nvbandwidth testcases that measure the PCIe (or C2C) path between host and each GPU
+H2D_TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce")
+
+
+def pcie_bandwidth(res: dict[str, dict[int, float]] | None, exp: Exp) -> Verdict:
+    """nvbandwidth host<->device copy bandwidth per GPU: below ``pcie_min_gbps`` (if set) or
+    below ``pcie_bw_min_ratio`` (0.8) x the node's median -> fail.  A GPU behind a degraded
+    link or switch shows here even when its link reports full width.  Source: AzHC
+    azure_cuda_bandwidth.nhc (H2D/D2H per GPU), Aegis (PCIe bandwidth test), superbenchmark.
+    """
+    if res is None:
+        return Verdict("pcie_bandwidth", SKIP, "unavailable: nvbandwidth not installed")
+    floor = float(exp.get("pcie_min_gbps", 0))
+    ratio = float(exp.get("pcie_bw_min_ratio", 0.8))
+    bad, seen = [], []
+    for test in H2D_TESTS:
+        per_gpu = res.get(test)
+        if not per_gpu:
+            continue
+        seen.append(test)
+        vals = sorted(per_gpu.values())
+        med = vals[len(vals) // 2]
+        short = test.replace("_memcpy_ce", "").replace("host_to_device", "h2d")
+        short = short.replace("device_to_host", "d2h")
+        for gpu, bw in sorted(per_gpu.items()):
+            if floor and bw < floor:
+                bad.append(f"GPU{gpu} {short} {bw:.1f} < {floor:g} GB/s")
+            elif bw < ratio * med:
+                bad.append(f"GPU{gpu} {short} {bw:.1f} < {ratio:g} x median {med:.1f} GB/s")
+    if not seen:
+        return Verdict("pcie_bandwidth", PROBE_ERROR, "nvbandwidth printed no host<->device result")
+    if bad:
+        return Verdict("pcie_bandwidth", FAIL, _join(bad))
+    return Verdict("pcie_bandwidth", PASS, f"{', '.join(seen)} within {ratio:g} x median")
+
+
+#: SEL events that mean broken hardware (IPMI sensor-specific event offsets as ipmitool prints
+#: them); correctable/threshold events only warn
+SEL_CRITICAL = (
+    "uncorrectable",
+    "machine check",
+    "ierr",
+    "bus fatal",
+    "fatal error",
+    "failure detected",
+    "thermal trip",
+)
+SEL_WARN = ("correctable ecc", "upper critical", "lower critical", "predictive failure")
+
+
+def ipmi_sel(entries: list | None, exp: Exp) -> Verdict:
+    """New (since the last run) IPMI SEL records: an asserted uncorrectable / machine-check /
+    IERR / bus-fatal / supply-failure event -> fail; correctable ECC or a critical threshold
+    -> warn.  The first reading is only a baseline.  Enabled with ``ipmi_sel = true`` (the BMC
+    answers in seconds on some boards).  Source: gcm check_ipmitool (asserted SEL events),
+    NHC/AzHC via mcelog, Aegis host checks.
+    """
+    if entries is None:
+        return Verdict("ipmi_sel", SKIP, "disabled or ipmitool absent")
+    crit, warn = [], []
+    for e in entries:
+        if not e.asserted:
+            continue
+        text = f"{e.sensor}: {e.event}"
+        low = e.event.lower()
+        # "Correctable machine check error" (ipmitool's processor offset 0x0c) names a machine
+        # check too: anything correctable is a warning, only the uncorrectable can fail
+        correctable = "correctable" in low and "uncorrectable" not in low
+        if correctable or (any(w in low for w in SEL_WARN) and "uncorrectable" not in low):
+            warn.append(text)
+        elif any(w in low for w in SEL_CRITICAL):
+            crit.append(text)
+    if crit:
+        return Verdict("ipmi_sel", FAIL, _join(sorted(set(crit))))
+    if warn:
+        return Verdict("ipmi_sel", WARN, _join(sorted(set(warn))))
+    return Verdict("ipmi_sel", PASS, f"{len(entries)} new SEL records, none critical")
+
+
+def cpu_stream(res: dict | None, exp: Exp) -> Verdict:
+    """Quick CPU/memory execution test: STREAM's own result validation, and Triad bandwidth
+    >= ``cpu_stream_min_mbps`` (0 = only validation).  A failed validation is wrong arithmetic
+    or memory on the host; low Triad is a missing DIMM channel or a wrong NUMA/BIOS setting.
+    Source: AzHC azure_cpu_stream.nhc, Aegis (host checks), superbenchmark cpu-stream.
+    """
+    if res is None:
+        return Verdict("cpu_stream", SKIP, "unavailable: stream not installed")
+    triad = res["Triad"]
+    if not res["validates"]:
+        return Verdict(
+            "cpu_stream", FAIL, f"STREAM results did not validate (Triad {triad:.0f} MB/s)"
+        )
+    want = float(exp.get("cpu_stream_min_mbps", 0))
+    ev = f"Triad {triad:.0f} MB/s, validated"
+    if want and triad < want:
+        return Verdict("cpu_stream", FAIL, ev + f" < {want:g}")
+    return Verdict("cpu_stream", PASS, ev)

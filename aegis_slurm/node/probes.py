@@ -66,6 +66,15 @@ class ProbeContext:
 
 def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> str:
     """Run ``argv`` (no shell) with a timeout; kill its whole process group when it expires."""
+    rc, out, err = run_argv_rc(argv, timeout)
+    if rc not in ok_rc:
+        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+        raise ProbeFailed(f"{argv[0]} exit {rc}: {tail[0][:160]}")
+    return out
+
+
+def run_argv_rc(argv: list[str], timeout: float) -> tuple[int, str, str]:
+    """:func:`run_argv` for tools whose exit code is part of the answer: (rc, stdout, stderr)."""
     path = os.environ.get("PATH") or DEFAULT_PATH  # slurmd runs the Prolog without PATH
     exe = shutil.which(argv[0], path=path)
     if exe is None:
@@ -97,10 +106,7 @@ def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> 
     finally:
         with _LIVE_LOCK:
             LIVE_PGIDS.discard(proc.pid)
-    if proc.returncode not in ok_rc:
-        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
-        raise ProbeFailed(f"{argv[0]} exit {proc.returncode}: {tail[0][:160]}")
-    return out
+    return proc.returncode, out, err
 
 
 def _cmd(ctx: ProbeContext, name: str, default: list[str], **kw: Any) -> str:
@@ -112,6 +118,13 @@ def _cmd(ctx: ProbeContext, name: str, default: list[str], **kw: Any) -> str:
 
 def nvidia_smi_q(ctx: ProbeContext) -> str:
     return _cmd(ctx, "nvidia_smi_q", ["nvidia-smi", "-q"])
+
+
+def nvidia_smi_q_load(ctx: ProbeContext) -> str:
+    """``nvidia-smi -q -d PCI,UTILIZATION`` taken ``pcie_load_delay_s`` into the full profile,
+    while gpu_burn (started at the same time) keeps the GPUs busy."""
+    time.sleep(float(ctx.exp.get("pcie_load_delay_s", 20)))
+    return _cmd(ctx, "nvidia_smi_q_load", ["nvidia-smi", "-q", "-d", "PCI,UTILIZATION"])
 
 
 def nvlink_status(ctx: ProbeContext) -> str:
@@ -237,11 +250,11 @@ def statfs_child(path: str, timeout: float, read_file: str = "") -> dict[str, An
     A stale NFS/GPFS/Lustre mount hangs statfs in the kernel; doing it in a killable child keeps
     the checker alive and turns the hang into a verdict.  Returns blocks/avail/bsize or raises.
     """
-    out = run_argv(["stat", "-f", "-c", "%b %a %S", "--", path], timeout)
-    blocks, avail, bsize = (int(x) for x in out.split())
+    out = run_argv(["stat", "-f", "-c", "%b %a %S %c %d", "--", path], timeout)
+    blocks, avail, bsize, files, ffree = (int(x) for x in out.split())
     if read_file:
         run_argv(["head", "-c", "4096", "--", os.path.join(path, read_file)], timeout)
-    return {"total": blocks * bsize, "free": avail * bsize}
+    return {"total": blocks * bsize, "free": avail * bsize, "inodes": files, "ifree": ffree}
 
 
 def mounts_status(ctx: ProbeContext) -> dict[str, dict[str, Any]]:
@@ -269,11 +282,12 @@ def mounts_status(ctx: ProbeContext) -> dict[str, dict[str, Any]]:
     return done
 
 
-def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int] | str]:
-    """``{path: (free, total)}`` per configured path, or the error text when the child
-    ``stat -f`` failed (e.g. the path does not exist).  Every path goes to the child, nothing
-    is looked at in-process (an ``exists()`` on a dead mount hangs this process)."""
-    res: dict[str, tuple[int, int] | str] = {}
+def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int, int, int] | str]:
+    """``{path: (free, total, free inodes, inodes)}`` per configured path, or the error text
+    when the child ``stat -f`` failed (e.g. the path does not exist).  Every path goes to the
+    child, nothing is looked at in-process (an ``exists()`` on a dead mount hangs this
+    process)."""
+    res: dict[str, tuple[int, int, int, int] | str] = {}
 
     def one(p: str) -> None:
         try:
@@ -286,7 +300,7 @@ def disk_usage(ctx: ProbeContext) -> dict[str, tuple[int, int] | str]:
                 else "statfs failed: " + msg.rsplit(": ", 1)[-1]
             )
             return
-        res[p] = (d["free"], d["total"])
+        res[p] = (d["free"], d["total"], d["ifree"], d["inodes"])
 
     paths = list(ctx.exp.get("disk_paths", []))
     _parallel(one, paths, ctx.timeout + 2)
@@ -369,12 +383,135 @@ def process_names(ctx: ProbeContext) -> set[str]:
     return names
 
 
+def ipmi_sel(ctx: ProbeContext) -> str:
+    return _cmd(ctx, "ipmi_sel", ["ipmitool", "sel", "elist"])
+
+
+def proc_modules(ctx: ProbeContext) -> str:
+    """``/proc/modules``, plus one ``<name> builtin`` line per /sys/module entry: a driver
+    built into the kernel (ib_uverbs, nvme on some builds) never shows in /proc/modules
+    but is there all the same."""
+    text = ctx.path("/proc/modules").read_text()
+    sysmod = ctx.path("/sys/module")
+    with contextlib.suppress(OSError):
+        text += "".join(f"{d.name} builtin\n" for d in sorted(sysmod.iterdir()))
+    return text
+
+
+#: pause before re-reading the processes found in D state (uninterruptible sleep)
+DSTATE_RECHECK_S = 0.25
+
+
+def proc_snapshot(ctx: ProbeContext) -> dict[str, Any]:
+    """``/proc/<pid>/stat`` of every process, ``/proc/loadavg`` and the online CPU list."""
+    loadavg = ctx.path("/proc/loadavg")
+    if not loadavg.exists():  # e.g. root = "/host" without the host's /proc mounted
+        raise ProbeMissing(f"{loadavg} absent")
+    stats: dict[str, str] = {}
+    for d in ctx.path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):  # processes exit while we look
+                stats[d.name] = (d / "stat").read_text()
+    # A process waiting for a disk read is in D for milliseconds; a hung mount or driver keeps
+    # it there.  Look again at the D ones (only when there are any) and keep the still-stuck.
+    waiting = [pid for pid, text in stats.items() if text.rpartition(")")[2].split()[:1] == ["D"]]
+    if waiting:
+        time.sleep(DSTATE_RECHECK_S)
+        for pid in waiting:
+            try:
+                stats[pid] = (ctx.path("/proc") / pid / "stat").read_text()
+            except OSError:
+                del stats[pid]  # it finished
+    online = ""
+    with contextlib.suppress(OSError):
+        online = ctx.path("/sys/devices/system/cpu/online").read_text()
+    return {"stat": list(stats.values()), "loadavg": loadavg.read_text(), "online": online}
+
+
+def nvme_sysfs(ctx: ProbeContext) -> dict[str, str]:
+    """``{controller: state}`` from /sys/class/nvme/*/state."""
+    base = ctx.path("/sys/class/nvme")
+    if not base.is_dir():
+        return {}
+    out = {}
+    for dev in sorted(base.iterdir()):
+        try:
+            out[dev.name] = (dev / "state").read_text().strip()
+        except OSError:
+            out[dev.name] = "unreadable"
+    return out
+
+
+def edac_counts(ctx: ProbeContext) -> dict[str, dict[str, str]]:
+    """``{mcN: {"ce": text, "ue": text}}`` from /sys/devices/system/edac/mc."""
+    base = ctx.path("/sys/devices/system/edac/mc")
+    if not base.is_dir():
+        raise ProbeMissing("no EDAC memory controllers")
+    out = {}
+    for mc in sorted(base.glob("mc[0-9]*")):
+        with contextlib.suppress(OSError):
+            out[mc.name] = {
+                "ce": (mc / "ce_count").read_text(),
+                "ue": (mc / "ue_count").read_text(),
+            }
+    return out
+
+
+def cpu_topology(ctx: ProbeContext) -> dict[str, Any]:
+    """Online CPU list, SMT state, per-CPU governors and /proc/cpuinfo (for sockets)."""
+    sysd = ctx.path("/sys/devices/system/cpu")
+    out: dict[str, Any] = {"online": (sysd / "online").read_text(), "smt": None}
+    with contextlib.suppress(OSError):
+        out["smt"] = (sysd / "smt" / "active").read_text()
+    govs = []
+    for g in sysd.glob("cpu[0-9]*/cpufreq/scaling_governor"):
+        with contextlib.suppress(OSError):
+            govs.append(g.read_text().strip())
+    out["governors"] = govs
+    pkgs = []
+    for g in sysd.glob("cpu[0-9]*/topology/physical_package_id"):
+        with contextlib.suppress(OSError):
+            pkgs.append(g.read_text())
+    out["packages"] = pkgs
+    out["cpuinfo"] = ctx.path("/proc/cpuinfo").read_text()
+    return out
+
+
 # ---- full profile --------------------------------------------------------------------------
 
 
-def dcgm_diag(ctx: ProbeContext) -> str:
+#: dcgmi exits 256 + the (negative) dcgmReturn_t: 226 = DCGM_ST_NVVS_ERROR (a test failed),
+#: 205 = DCGM_ST_NVVS_ISOLATE_ERROR (a failure that needs the GPU isolated, e.g. a volatile
+#: double-bit ECC error).  Both come with the full JSON result.
+DCGM_DIAG_RESULT_RC = (0, 205, 226)
+
+
+def dcgm_diag(ctx: ProbeContext) -> dict[str, Any]:
+    """``dcgmi diag -r N -j``: ``{"exit_code": rc, "output": json text}``."""
     lvl = str(ctx.exp.get("dcgm_level", 2))
-    return _cmd(ctx, "dcgm_diag", ["dcgmi", "diag", "-r", lvl, "-j"], ok_rc=(0, 226))
+    argv = ctx.argv.get("dcgm_diag", ["dcgmi", "diag", "-r", lvl, "-j"])
+    rc, out, err = run_argv_rc(argv, ctx.timeout)
+    if rc not in DCGM_DIAG_RESULT_RC:
+        tail = (err.strip() or out.strip()).splitlines()[-1:] or [""]
+        raise ProbeFailed(f"{argv[0]} exit {rc}: {tail[0][:160]}")
+    return {"exit_code": rc, "output": out}
+
+
+def nvme_smart(ctx: ProbeContext) -> dict[str, str]:
+    """``smartctl -j -a /dev/<ctrl>`` per NVMe controller: ``{ctrl: json text}``.
+
+    smartctl's exit status is a bit mask that is non-zero for many healthy-but-noteworthy
+    states, so any run that printed JSON counts; the check reads the JSON."""
+    out = {}
+    for dev in nvme_sysfs(ctx):
+        argv = [*ctx.argv.get("nvme_smart", ["smartctl", "-j", "-a"]), f"/dev/{dev}"]
+        rc, text, err = run_argv_rc(argv, ctx.timeout)
+        if not text.strip().startswith("{"):
+            raise ProbeFailed(f"smartctl /dev/{dev} exit {rc}: {(err or text).strip()[:120]}")
+        out[dev] = text
+    if not out:
+        raise ProbeMissing("no NVMe controllers")
+    return out
 
 
 def nccl_allreduce(ctx: ProbeContext) -> str:
@@ -382,6 +519,18 @@ def nccl_allreduce(ctx: ProbeContext) -> str:
     return _cmd(
         ctx, "nccl_allreduce", ["all_reduce_perf", "-b", "8M", "-e", "4G", "-f", "2", "-g", n]
     )
+
+
+def nvbandwidth(ctx: ProbeContext) -> str:
+    return _cmd(
+        ctx,
+        "nvbandwidth",
+        ["nvbandwidth", "-t", "host_to_device_memcpy_ce", "-t", "device_to_host_memcpy_ce"],
+    )
+
+
+def cpu_stream(ctx: ProbeContext) -> str:
+    return _cmd(ctx, "cpu_stream", ["stream"])
 
 
 def gpu_burn(ctx: ProbeContext) -> str:

@@ -111,13 +111,16 @@ def test_retired_pages_recorded_bad_table(h100_text):
     assert "GPU1 retired sbe=2 dbe=61 pending=yes" in v.evidence
 
 
-def test_pcie_width_degraded(h100_text):
+def test_pcie_capability_and_width_under_load(h100_text):
     assert checks.pcie_link(smi(h100_text), H100).state == "pass"
-    bad = edit_gpu(
+    narrow = edit_gpu(
         h100_text, 2, "Current                   : 16x", "Current                   : 8x"
     )
-    v = checks.pcie_link(smi(bad), H100)
-    assert (v.state, v.evidence) == ("fail", "GPU2 PCIe x8 < x16")
+    # the recorded GPUs are idle (0 %): a narrower current link is power saving, not a fault
+    assert checks.pcie_link(smi(narrow), H100).state == "pass"
+    busy = edit_gpu(narrow, 2, r"Gpu                               : 0 %", "Gpu : 97 %")
+    v = checks.pcie_link(smi(busy), H100)
+    assert (v.state, v.evidence) == ("fail", "GPU2 PCIe x8 < x16 under load (97%)")
     assert checks.pcie_link(smi(h100_text), {"pcie_gen": 6}).state == "fail"
 
 
@@ -257,14 +260,6 @@ def test_xid_user_controlled_text_is_not_an_xid():
     assert checks.xid_events(xidcat.parse_xids(segv + "\n" + traps), {}).state == "pass"
 
 
-def test_xid_catalog_disagreements_resolved():
-    c = xidcat.classify
-    assert c(79).severity == c(48).severity == c(64).severity == xidcat.XidSeverity.CRITICAL
-    assert c(63).severity == c(92).severity == xidcat.XidSeverity.WARN
-    assert c(13).severity == c(31).severity == c(43).severity == xidcat.XidSeverity.IGNORE
-    assert c(9999).severity == xidcat.XidSeverity.WARN  # unknown: log, don't drain
-
-
 def test_ib_ports_recorded_ibstat():
     roce = {"ib_ports": 8, "ib_rate_gbps": 400, "ib_link_layer": "Ethernet"}
     ok = parse_ibstat(fixture_text("gpud/ibstat.47.0.h100.all.active.0"))
@@ -359,7 +354,7 @@ def test_dcgm_diag_json_shape():
             ]
         }
     }
-    v = checks.dcgm_diag(doc, {})
+    v = checks.dcgm_diag({"exit_code": 226, "result": doc}, {})
     assert (v.state, v.evidence) == ("fail", "failed: GPU Memory")
     doc["DCGM GPU Diagnostic"]["test_categories"][0]["tests"][0]["results"][1]["status"] = "Pass"
-    assert checks.dcgm_diag(doc, {}).state == "pass"
+    assert checks.dcgm_diag({"exit_code": 0, "result": doc}, {}).state == "pass"
