@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from aegis_slurm.errors import InputError
+
+
+class AnalyticsError(InputError):
+    """Inputs a reliability formula or section cannot mean anything for (negative rates, zero
+    GPUs, an empty period...): a one-line error, exit code 1."""
+
+
 #: Half an hour of lost work per interruption: hourly checkpoints (HPCA'25 §IV, spec §3.1).
 LOST_WORK_CAP_S = 1800
 

@@ -245,16 +245,33 @@ def mttf(
 
 def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
-        click.option("--gpus", type=int, required=True, help="GPUs of the job."),
-        click.option("--gpus-per-node", default=8, show_default=True),
-        click.option("--rf", type=float, required=True, help="Failures per node-day, e.g. 0.0065."),
         click.option(
-            "--restart-min", "u0", type=float, required=True, help="u0: restart/init minutes."
+            "--gpus", type=click.IntRange(min=1), required=True, help="GPUs of the job (>= 1)."
+        ),
+        click.option(
+            "--gpus-per-node",
+            type=click.IntRange(min=1),
+            default=8,
+            show_default=True,
+            help="GPUs per node: the job's node count is ceil(gpus / this).",
+        ),
+        click.option(
+            "--rf",
+            type=click.FloatRange(min=0.0),
+            required=True,
+            help="Failures per node-day, e.g. 0.0065 (>= 0; 0 means no failures expected).",
+        ),
+        click.option(
+            "--restart-min",
+            "u0",
+            type=click.FloatRange(min=0.0),
+            required=True,
+            help="u0: restart/init minutes (>= 0).",
         ),
         click.option(
             "--ckpt-write-min",
             "w",
-            type=float,
+            type=click.FloatRange(min=0.0),
             default=0.0,
             show_default=True,
             help="Blocking checkpoint write minutes (0 = non-blocking).",
@@ -262,7 +279,7 @@ def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--queue-min",
             "q",
-            type=float,
+            type=click.FloatRange(min=0.0),
             default=0.0,
             show_default=True,
             help="Expected queue wait after submit and every interruption, minutes.",
@@ -277,11 +294,15 @@ def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.command()
 @_job_options
 @click.option(
-    "--ckpt-interval-min", "dt", type=float, required=True, help="Checkpoint interval, minutes."
+    "--ckpt-interval-min",
+    "dt",
+    type=click.FloatRange(min=0.0, min_open=True),
+    required=True,
+    help="Checkpoint interval, minutes (> 0).",
 )
 @click.option(
     "--run-days",
-    type=float,
+    type=click.FloatRange(min=0.0, min_open=True),
     default=30.0,
     show_default=True,
     help="Training time the run needs, days (finite form and Monte Carlo).",
@@ -289,12 +310,12 @@ def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--monte-carlo",
     "reps",
-    type=int,
+    type=click.IntRange(min=0),
     default=1000,
     show_default=True,
     help="Monte Carlo replications (0 = skip).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Monte Carlo RNG seed.")
 def ettr(
     gpus: int,
     gpus_per_node: int,
@@ -350,7 +371,10 @@ def ettr(
 @click.command("checkpoint-plan")
 @_job_options
 @click.option(
-    "--target-ettr", type=float, default=None, help="Solve for the interval reaching this."
+    "--target-ettr",
+    type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True),
+    default=None,
+    help="Solve for the longest interval reaching this E[ETTR] (0 < x < 1).",
 )
 def checkpoint_plan_cmd(
     gpus: int,
@@ -373,8 +397,11 @@ def checkpoint_plan_cmd(
         s = (
             f"{r['gpus']} GPUs, job MTTF {_fmt(r['mttf_min'])} min\n"
             f"Young {_fmt(r['young_min'])} min, Daly {_fmt(r['daly_min'])} min, "
-            f"E[ETTR] optimum {_fmt(r['optimal_min'])} min -> {_fmt(r['ettr_at_optimal'])}"
+            f"E[ETTR] optimum {_fmt(r['optimal_min'])} min -> {_fmt(r['ettr_at_optimal'])} "
+            "(exact renewal form)"
         )
+        for note in r["notes"]:
+            s += f"\nNote: {note}"
         if r["target_ettr"] is not None:
             s += f"\nTarget {r['target_ettr']}: " + (
                 f"{_fmt(r['interval_for_target_min'])} min"
