@@ -13,13 +13,12 @@ import numpy as np
 import polars as pl
 from scipy.optimize import brentq, minimize_scalar
 
+from aegis_slurm.analytics.common import AnalyticsError
 from aegis_slurm.analytics.ettr import (
-    ettr_longrun,
     ettr_renewal,
     ettr_renewal_array,
     job_failure_rate_per_min,
 )
-from aegis_slurm.analytics.common import AnalyticsError
 
 
 def check_job_inputs(n_nodes: float, rf: float, u0: float, w_cp: float, q: float) -> None:
