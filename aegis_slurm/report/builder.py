@@ -15,14 +15,11 @@ from typing import Any
 
 import polars as pl
 
+from aegis_slurm.errors import NoDataError
 from aegis_slurm.report.compute import Month, compute_report
+from aegis_slurm.sections import DEFAULTS, Settings, clean, load_inputs
 
-
-def clean(o: Any) -> Any:
-    """JSON-safe, exactly like the CLI's ``--json``: ISO 8601 times, inf/NaN as null."""
-    from aegis_slurm.cli.analytics_cmd import _clean
-
-    return _clean(o)
+__all__ = ["build_report", "clean", "latest_month", "render_html"]
 
 
 def _env() -> Any:
@@ -72,44 +69,34 @@ def render_html(report: dict[str, Any], figures: dict[str, dict[str, Any]]) -> s
     return env.get_template("report.html.j2").render(r=report, fig=figures, css=css)
 
 
-def _read_signals(path: Path) -> pl.DataFrame:
-    sig = (
-        pl.read_parquet(path)
-        if path.suffix == ".parquet"
-        else pl.read_csv(path, try_parse_dates=True)
-    )
-    # Same normalisation as the analytics commands (cli/analytics_cmd._load).
-    return sig.with_columns(
-        pl.col("time").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-        if sig.schema["time"] != pl.Datetime("us", "UTC")
-        else pl.col("time"),
-        pl.col("critical").cast(pl.Boolean),
-    )
-
-
 def build_report(
     store: Path,
     month: Month | str,
     out: Path,
     events_paths: Iterable[Path] = (),
-    signals_path: Path | None = None,
+    signals_paths: Iterable[Path] | Path | None = None,
+    settings: Settings = DEFAULTS,
 ) -> dict[str, Any]:
-    """Load the store, compute the month, write ``out/index.html``, ``out/report.json`` and
-    ``out/figures/``.  Returns the cleaned report (what ``report.json`` holds)."""
-    from aegis_slurm.accounting import load_runs
-    from aegis_slurm.accounting.events import load_events
+    """Load the store once (runs, events, signals given and collected), compute the month,
+    write ``out/index.html``, ``out/report.json`` and ``out/figures/``.  Returns the cleaned
+    report (what ``report.json`` holds)."""
     from aegis_slurm.report.figures import render_figures
 
     m = Month.parse(month) if isinstance(month, str) else month
     events_paths = list(events_paths)
-    runs = load_runs(store, start=m.prev().start, end=m.end)
-    events = load_events(events_paths) if events_paths else None
-    signals = _read_signals(signals_path) if signals_path else None
-    raw = compute_report(runs, m, events, signals)
+    if signals_paths is None:
+        sig_paths: list[Path] = []
+    elif isinstance(signals_paths, Path | str):
+        sig_paths = [Path(signals_paths)]
+    else:
+        sig_paths = [Path(p) for p in signals_paths]
+    inp = load_inputs(store, events_paths, sig_paths, m.period, settings)
+    raw = compute_report(inp, m)
     raw["inputs"] = {
         "store": str(store),
         "events": [str(p) for p in events_paths],
-        "signals": str(signals_path) if signals_path else None,
+        "signals": [str(p) for p in sig_paths],
+        "collected_epilog_records": inp.sources["collected_epilog_records"],
     }
     out.mkdir(parents=True, exist_ok=True)
     figures = render_figures(raw, out / "figures")
@@ -133,6 +120,6 @@ def latest_month(store: Path) -> Month:
         .len()
     )
     if counts.is_empty():
-        raise ValueError(f"{store}: no ended run")
+        raise NoDataError(f"{store}: no ended run to report on")
     busiest = int(counts["len"].max())  # type: ignore[arg-type]
     return Month.parse(str(counts.filter(pl.col("len") * 2 >= busiest)["m"].max()))

@@ -73,6 +73,9 @@ def _style() -> None:
             "svg.fonttype": "none",
             "figure.dpi": 100,
             "savefig.bbox": "tight",
+            # Labels come from data (node event reasons carry kernel text): never mathtext, so
+            # a "$" is a dollar sign and cannot crash the report.
+            "text.parse_math": False,
         }
     )
 
@@ -145,27 +148,21 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
             f"No runs with more than {fr['min_gpus']} GPUs ended in the last two months: "
             "there is no failure rate to plot."
         )
-    fig, (a1, a2) = _fig(8.0, 3.2, 2)
+    fig, (a1, a2) = _fig(8.0, 3.6, 2)
     d = [
         x["date"] if isinstance(x["date"], date) else date.fromisoformat(str(x["date"]))
         for x in roll
     ]
-    # Until 30 days of history exist the window is partial: drawn dotted, it is noisier.
-    full = next((i for i, di in enumerate(d) if (di - d[0]).days >= 29), len(d))
     ys = [1000 * x["rf_30d"] for x in roll]
-    a1.plot(
-        d[: full + 1],
-        ys[: full + 1],
-        color=OI["blue"],
-        lw=1.2,
-        ls=":",
-        label="r_f, window < 30 days",
-    )
-    a1.plot(d[full:], ys[full:], color=OI["blue"], lw=1.8, label="r_f, 30-day rolling")
-
-    loc = mdates.AutoDateLocator(maxticks=6)
-    a1.xaxis.set_major_locator(loc)
-    a1.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+    a1.plot(d, ys, color=OI["blue"], lw=1.8, label="r_f, 30-day trailing window")
+    # The axis is the report's period: ticks name days of *this* month, never the next one.
+    period = r.get("period") or {}
+    if period.get("start") and period.get("end"):
+        lo = date.fromisoformat(str(period["start"])[:10])
+        hi = date.fromisoformat(str(period["end"])[:10])
+        a1.set_xlim(lo, hi)
+    a1.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=6))
+    a1.xaxis.set_major_formatter(mdates.DateFormatter("%d %b"))
     fail_days = [(di, x["failures"]) for di, x in zip(d, roll, strict=True) if x["failures"]]
     if fail_days:
         ax2 = a1.twinx()
@@ -179,14 +176,17 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
         )
         ax2.set_ylabel("failures / day", color=OI["vermillion"])
         ax2.set_ylim(0, max(f[1] for f in fail_days) * 3)
+        ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax2.grid(False)
     if fr["rf_per_1000_node_days"] is not None:
         a1.axhline(
             fr["rf_per_1000_node_days"], color=OI["black"], ls="--", lw=1, label="this month"
         )
+    a1.set_ylim(bottom=0, top=max([*ys, fr["rf_per_1000_node_days"] or 0, 1e-9]) * 1.15)
     a1.set_ylabel("failures / 1000 node-days")
     a1.set_title(f"Failure rate r_f (runs > {fr['min_gpus']} GPUs)")
-    a1.legend(loc="upper left")
+    # Below the axes: a legend inside would cover the series.
+    a1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2, frameon=False)
     causes = fr["by_cause"]
     if causes:
         agg: dict[str, int] = {}
@@ -245,13 +245,14 @@ def fig_mttf(r: dict[str, Any]) -> Result:
             label="no failure: MTTF above this",
         )
     rf = r["mttf"]["rf_per_node_day"]
+    gpn = r["mttf"].get("gpus_per_node") or r["parameters"]["gpus_per_node"]
     proj = r.get("mttf_projection") or []
     if rf:
         xmax = max([b["gpus"] for b in buckets] + [p["gpus"] for p in proj])
-        g = np.geomspace(8, xmax * 1.2, 100)
+        g = np.geomspace(gpn, xmax * 1.2, 100)
         ax.plot(
             g,
-            24.0 / (g / 8 * rf),
+            24.0 / (np.ceil(g / gpn) * rf),
             color=OI["black"],
             ls="--",
             lw=1,
@@ -300,16 +301,19 @@ def fig_ettr_interval(r: dict[str, Any]) -> Result:
             color=CYCLE[i % len(CYCLE)],
             ls=STYLES[i % len(STYLES)],
             lw=1.8,
-            label=f"{_gpu_label(c['gpus'])} GPUs (MTTF {c['mttf_hours']:.3g} h)",
+            label=f"{_gpu_label(c['gpus'])} GPUs, {c['n_nodes']} nodes "
+            f"(MTTF {c['mttf_hours']:.3g} h)",
         )
-    ax.axvline(60, color="grey", lw=0.8, ls=":")
-    ax.text(60, 0.02, " 60 min", fontsize=7, color="grey")
+    at = p.get("ckpt_interval_min", 60.0)
+    ax.axvline(at, color="grey", lw=0.8, ls=":")
+    ax.text(at, 0.02, f" {at:g} min", fontsize=7, color="grey")
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("checkpoint interval Δt_cp (minutes)")
     ax.set_ylabel("E[ETTR]")
+    which = "90% upper bound of r_f" if p.get("rf_basis") == "upper_bound" else "this month's r_f"
     ax.set_title(
-        f"E[ETTR] at this month's r_f = {p['rf_per_node_day'] * 1000:.2f}/1000 node-days"
+        f"Exact E[ETTR] at {which} = {p['rf_per_node_day'] * 1000:.2f}/1000 node-days"
         f" (u0 = {p['u0_min']:g} min)"
     )
     ax.legend(loc="lower left")
@@ -326,7 +330,11 @@ def fig_ettr_map(r: dict[str, Any]) -> Result:
     dt = np.array(m["interval_axis_min"])
     z = np.array(m["ettr"])
     fig, ax = _fig(6.5, 4.0)
-    mesh = ax.pcolormesh(dt, rf, z, cmap="cividis", vmin=0, vmax=1, shading="auto")
+    # The colour scale spans the values the map holds (in 0.1 steps), not 0-1: otherwise most of
+    # a large job's map is one saturated colour.
+    vmin = max(0.0, np.floor(float(np.nanmin(z)) * 10) / 10)
+    vmax = min(1.0, np.ceil(float(np.nanmax(z)) * 10) / 10)
+    mesh = ax.pcolormesh(dt, rf, z, cmap="cividis", vmin=vmin, vmax=max(vmax, vmin + 0.1))
     cs = ax.contour(dt, rf, z, levels=[0.5, 0.7, 0.8, 0.9, 0.95], colors="black", linewidths=0.8)
     ax.clabel(cs, fmt="%.2f", fontsize=7)
     ax.axhline(p["rf_per_node_day"] * 1000, color=OI["orange"], ls="--", lw=1.5)
@@ -342,7 +350,7 @@ def fig_ettr_map(r: dict[str, Any]) -> Result:
     ax.set_yscale("log")
     ax.set_xlabel("checkpoint interval Δt_cp (minutes)")
     ax.set_ylabel("r_f (failures / 1000 node-days)")
-    ax.set_title(f"E[ETTR] for a {_gpu_label(m['gpus'])}-GPU job (u0 = {p['u0_min']:g} min)")
+    ax.set_title(f"Exact E[ETTR] for a {_gpu_label(m['gpus'])}-GPU job (u0 = {p['u0_min']:g} min)")
     ax.grid(False)
     fig.colorbar(mesh, ax=ax, label="E[ETTR]")
     return fig
@@ -355,9 +363,15 @@ def fig_goodput(r: dict[str, Any]) -> Result:
     if not rows or g["goodput_lost_total"] <= 0:
         return "No GPU-hours were lost to infrastructure failures this month."
     fig, ax = _fig(7.0, 3.2)
+    # Every power-of-two bucket between the smallest and largest shown, empty ones included.
+    have = {int(x_["gpu_bucket"]): x_ for x_ in rows}
+    lo_b, hi_b = min(have), max(have)
+    buckets = [1 << i for i in range(lo_b.bit_length() - 1, hi_b.bit_length())]
+    empty = {"first_order_gpu_hours": 0.0, "second_order_gpu_hours": 0.0}
+    rows = [{"gpu_bucket": b, **have.get(b, empty)} for b in buckets]
     x = np.arange(len(rows))
-    f1 = [x_["first_order_gpu_hours"] for x_ in rows]
-    f2 = [x_["second_order_gpu_hours"] for x_ in rows]
+    f1 = [x_["first_order_gpu_hours"] or 0.0 for x_ in rows]
+    f2 = [x_["second_order_gpu_hours"] or 0.0 for x_ in rows]
     ax.bar(
         x,
         f1,
@@ -376,6 +390,12 @@ def fig_goodput(r: dict[str, Any]) -> Result:
         hatch="//",
         label="second order (jobs preempted by its restart)",
     )
+    # Losses span orders of magnitude across sizes: a log axis (symlog keeps 0 drawable).
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(bottom=0, top=max(a + b for a, b in zip(f1, f2, strict=True)) * 4)
+    for i, (a, b) in enumerate(zip(f1, f2, strict=True)):
+        if a + b == 0:
+            ax.text(i, 0.05, "0", ha="center", va="bottom", fontsize=7, color="grey")
     ax.set_xticks(x, [_gpu_label(x_["gpu_bucket"]) for x_ in rows])
     ax.set_xlabel("size of the failed job (GPUs)")
     ax.set_ylabel("GPU-hours lost")
