@@ -182,3 +182,38 @@ def test_signals_csv_gives_the_same_attribution(store, tmp_path):
         "--json",
     )
     assert a["failures"] == b["failures"] and a["by_cause"] == b["by_cause"]
+
+
+@pytest.mark.parametrize(
+    ("cmd", "args", "hint"),
+    [
+        ("ettr", ["--ckpt-interval-min", "0"], "--ckpt-interval-min"),
+        ("ettr", ["--ckpt-interval-min", "60", "--rf", "-0.001"], "--rf"),
+        ("checkpoint-plan", ["--gpus", "0"], "--gpus"),
+        ("checkpoint-plan", ["--gpus-per-node", "0"], "--gpus-per-node"),
+        ("checkpoint-plan", ["--restart-min", "-1"], "--restart-min"),
+        ("checkpoint-plan", ["--target-ettr", "1.5"], "--target-ettr"),
+    ],
+)
+def test_degenerate_job_inputs_are_usage_errors(cmd, args, hint):
+    """Issue 13 item 9: no ZeroDivisionError, no silently accepted negative rate."""
+    base = {"--gpus": "1024", "--gpus-per-node": "8", "--rf": "0.0065", "--restart-min": "5"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    flat = [x for kv in base.items() for x in kv]
+    res = CliRunner().invoke(main, [cmd, *flat])
+    assert res.exit_code == 2, res.output
+    assert hint in res.output and "Traceback" not in res.output
+
+
+def test_checkpoint_plan_explains_zero_rate_and_free_writes():
+    res = CliRunner().invoke(
+        main, ["checkpoint-plan", "--gpus", "1024", "--rf", "0", "--restart-min", "5"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "r_f = 0" in res.output and "write time is 0" not in res.output
+    res = CliRunner().invoke(
+        main, ["checkpoint-plan", "--gpus", "1024", "--rf", "0.0065", "--restart-min", "5"]
+    )
+    assert res.exit_code == 0 and "write time is 0" in res.output
+    assert "-> 0.000" not in res.output
