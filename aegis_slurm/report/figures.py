@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib
 import matplotlib.dates as mdates
 import numpy as np
+from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure  # a bare Figure renders through Agg; pyplot is never used
 from matplotlib.ticker import MaxNLocator
 
@@ -73,9 +74,6 @@ def _style() -> None:
             "svg.fonttype": "none",
             "figure.dpi": 100,
             "savefig.bbox": "tight",
-            # Labels come from data (node event reasons carry kernel text): never mathtext, so
-            # a "$" is a dollar sign and cannot crash the report.
-            "text.parse_math": False,
         }
     )
 
@@ -85,6 +83,13 @@ def _fig(w: float = 7.0, h: float = 3.2, ncols: int = 1) -> tuple[Figure, Any]:
     fig = Figure(figsize=(w, h), layout="constrained")
     axes = fig.subplots(1, ncols)
     return fig, axes
+
+
+def _plain(text: Any) -> str:
+    """A label from data (node event reasons carry kernel text), drawn as plain text: every
+    "$" escaped, so matplotlib never enters mathtext (an odd "$" or a "\\frac{" used to crash
+    the report).  Matplotlib prints an escaped dollar as "$"."""
+    return str(text).replace("$", r"\$")
 
 
 def _gpu_label(g: int) -> str:
@@ -121,7 +126,7 @@ def fig_end_states(r: dict[str, Any]) -> Result:
                 va="center",
                 fontsize=8,
             )
-        ax.set_yticks(y, states)
+        ax.set_yticks(y, [_plain(st) for st in states])
         ax.invert_yaxis()
         ax.set_xlabel("%")
         ax.set_title(title)
@@ -199,13 +204,19 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
         )
         for i, b in enumerate(bars):
             b.set_hatch(HATCHES[i % len(HATCHES)])
-        a2.set_yticks(y, [k for k, _ in items])
+        a2.set_yticks(y, [_plain(k) for k, _ in items])
         a2.invert_yaxis()
         a2.set_xlabel("failures this month")
         a2.set_title("Infrastructure failures by cause")
     else:
         a2.axis("off")
-        a2.text(0.5, 0.5, "no infrastructure failure\nin runs > 128 GPUs", ha="center", va="center")
+        a2.text(
+            0.5,
+            0.5,
+            f"no infrastructure failure\nin runs > {fr['min_gpus']} GPUs",
+            ha="center",
+            va="center",
+        )
     return fig
 
 
@@ -330,20 +341,23 @@ def fig_ettr_map(r: dict[str, Any]) -> Result:
     dt = np.array(m["interval_axis_min"])
     z = np.array(m["ettr"])
     fig, ax = _fig(6.5, 4.0)
-    # The colour scale spans the values the map holds (in 0.1 steps), not 0-1: otherwise most of
-    # a large job's map is one saturated colour.
+    # The colour scale spans the values the map holds (in 0.1 steps), and a power norm spreads
+    # the top of the range: most of a map lies above 0.9, where the decisions are made, and a
+    # linear scale paints all of it one saturated colour.
     vmin = max(0.0, np.floor(float(np.nanmin(z)) * 10) / 10)
     vmax = min(1.0, np.ceil(float(np.nanmax(z)) * 10) / 10)
-    mesh = ax.pcolormesh(dt, rf, z, cmap="cividis", vmin=vmin, vmax=max(vmax, vmin + 0.1))
+    norm = PowerNorm(gamma=3.0, vmin=vmin, vmax=max(vmax, vmin + 0.1))
+    mesh = ax.pcolormesh(dt, rf, z, cmap="cividis", norm=norm)
     cs = ax.contour(dt, rf, z, levels=[0.5, 0.7, 0.8, 0.9, 0.95], colors="black", linewidths=0.8)
     ax.clabel(cs, fmt="%.2f", fontsize=7)
     ax.axhline(p["rf_per_node_day"] * 1000, color=OI["orange"], ls="--", lw=1.5)
     ax.text(
-        dt[0] * 1.1,
+        dt[-1] / 1.1,  # right end: the contour labels sit at short intervals
         p["rf_per_node_day"] * 1000 * 1.08,
         f"this month's r_f ({p['rf_per_node_day'] * 1000:.2f})",
         color="black",
         fontsize=8,
+        ha="right",
         bbox={"facecolor": "white", "edgecolor": OI["orange"], "pad": 1.5},
     )
     ax.set_xscale("log")
@@ -352,7 +366,8 @@ def fig_ettr_map(r: dict[str, Any]) -> Result:
     ax.set_ylabel("r_f (failures / 1000 node-days)")
     ax.set_title(f"Exact E[ETTR] for a {_gpu_label(m['gpus'])}-GPU job (u0 = {p['u0_min']:g} min)")
     ax.grid(False)
-    fig.colorbar(mesh, ax=ax, label="E[ETTR]")
+    cb = fig.colorbar(mesh, ax=ax, label="E[ETTR]")
+    cb.set_ticks([t for t in (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0) if vmin <= t <= vmax])
     return fig
 
 
@@ -468,7 +483,7 @@ def fig_drains(r: dict[str, Any]) -> Result:
             va="center",
             fontsize=8,
         )
-    ax.set_yticks(y, [x["check"] for x in rows])
+    ax.set_yticks(y, [_plain(x["check"]) for x in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, max(x["drains"] for x in rows) * 1.4)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
