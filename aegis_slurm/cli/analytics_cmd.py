@@ -138,6 +138,41 @@ def _inputs(
     )
 
 
+def _by_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--by",
+        type=click.Choice(["partition", "account", "user", "qos", "gpu_type"]),
+        default=None,
+        help="Break the section down by this run attribute: prints "
+        '{"by": ..., "groups": [{"group": value, ...section}]}, largest GPU-hours first.',
+    )(f)
+
+
+def _run_section(
+    kw: dict[str, Any], section: Callable[..., dict[str, Any]], *args: Any
+) -> dict[str, Any]:
+    """The section over the period, or per group with --by (same function either way)."""
+    from aegis_slurm.sections import compute
+
+    by = kw.pop("by", None)
+    inp = _src(kw)
+    if by is None:
+        return section(inp, *args)
+    return compute.by_group(inp, by, lambda sub: section(sub, *args))
+
+
+def _emit_grouped(
+    res: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]
+) -> None:
+    if "groups" not in res or as_json:
+        _emit(res, as_json, human)
+        return
+    from aegis_slurm.sections import clean
+
+    for g in clean(res)["groups"]:
+        click.echo(f"== {res['by']} {g['group']} ==\n{human(g)}\n")
+
+
 def _src(kw: dict[str, Any]) -> Any:
     """Inputs for the store options in ``kw`` (removes them; leaves the command's own)."""
     return _inputs(
@@ -153,12 +188,13 @@ def _src(kw: dict[str, Any]) -> Any:
 
 @click.command()
 @_store_options
+@_by_option
 def taxonomy(**kw: Any) -> None:
     """Runs and GPU-hours per end state, infra vs user failures, causes (HPCA'25 Fig. 3)."""
     from aegis_slurm.sections import compute
 
     as_json = kw.pop("as_json")
-    res = compute.taxonomy(_src(kw))
+    res = _run_section(kw, compute.taxonomy)
 
     def human(r: dict[str, Any]) -> str:
         return (
@@ -171,11 +207,12 @@ def taxonomy(**kw: Any) -> None:
             + f"\n\nAttribution sources: {json.dumps(r['attribution_sources'])}"
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("failure-rate")
 @_store_options
+@_by_option
 @click.option(
     "--min-gpus",
     type=click.IntRange(min=0),
@@ -193,7 +230,7 @@ def failure_rate_cmd(**kw: Any) -> None:
     from aegis_slurm.sections import compute
 
     as_json = kw.pop("as_json")
-    res = compute.failure_rate(_src(kw), kw["min_gpus"], kw["window_days"])
+    res = _run_section(kw, compute.failure_rate, kw["min_gpus"], kw["window_days"])
 
     def human(r: dict[str, Any]) -> str:
         rf = r["rf_per_node_day"]
@@ -215,7 +252,7 @@ def failure_rate_cmd(**kw: Any) -> None:
             + _table(r["by_cause"], ["cause", "attribution_source", "failures", "rf_per_node_day"])
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -232,6 +269,7 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 
 @click.command()
 @_store_options
+@_by_option
 @click.option(
     "--min-gpus",
     type=click.IntRange(min=0),
@@ -262,8 +300,8 @@ def mttf(**kw: Any) -> None:
     from aegis_slurm.sections import compute
 
     as_json = kw.pop("as_json")
-    res = compute.mttf(
-        _src(kw), kw["min_gpus"], kw["method"], kw["project_sizes"], kw["gpus_per_node"]
+    res = _run_section(
+        kw, compute.mttf, kw["min_gpus"], kw["method"], kw["project_sizes"], kw["gpus_per_node"]
     )
 
     def human(r: dict[str, Any]) -> str:
@@ -287,7 +325,7 @@ def mttf(**kw: Any) -> None:
             + _table(r["projections"], ["gpus", "n_nodes", "mttf_hours"])
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -412,7 +450,7 @@ def ettr(
             ]
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("checkpoint-plan")
@@ -457,17 +495,18 @@ def checkpoint_plan_cmd(
             )
         return s
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command()
 @_store_options
+@_by_option
 def goodput(**kw: Any) -> None:
     """GPU-hours lost to infrastructure failures, first and second order (Fig. 8)."""
     from aegis_slurm.sections import compute
 
     as_json = kw.pop("as_json")
-    res = compute.goodput(_src(kw))
+    res = _run_section(kw, compute.goodput)
 
     def human(r: dict[str, Any]) -> str:
         return (
@@ -486,7 +525,7 @@ def goodput(**kw: Any) -> None:
             )
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("requeue-loops")
@@ -539,7 +578,7 @@ def requeue_loops_cmd(**kw: Any) -> None:
             ],
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("lemon-nodes")
@@ -577,7 +616,7 @@ def lemon_nodes_cmd(**kw: Any) -> None:
             ],
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("measured-ettr")
@@ -633,4 +672,4 @@ def measured_ettr_cmd(**kw: Any) -> None:
             )
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)

@@ -69,6 +69,61 @@ def render_html(report: dict[str, Any], figures: dict[str, dict[str, Any]]) -> s
     return env.get_template("report.html.j2").render(r=report, fig=figures, css=css)
 
 
+#: CSV name -> path of a list of rows inside the cleaned report (every table on the page).
+CSV_TABLES: dict[str, tuple[str, ...]] = {
+    "end_states": ("taxonomy", "by_state"),
+    "categories": ("taxonomy", "by_category"),
+    "infra_causes": ("taxonomy", "infra_by_cause"),
+    "failure_rate_by_cause": ("failure_rate", "by_cause"),
+    "failure_rate_rolling": ("failure_rate", "rolling"),
+    "mttf_by_size": ("mttf", "buckets"),
+    "mttf_projection": ("mttf_projection",),
+    "goodput_by_size": ("goodput", "by_size"),
+    "crash_loops": ("requeue_loops", "loops"),
+    "lemon_nodes": ("lemon_nodes", "nodes"),
+    "measured_ettr": ("measured_ettr", "measured_ettr"),
+    "job_sizes": ("measured_ettr", "size_distribution"),
+    "drains_by_check": ("drains", "by_check"),
+    "drains_by_node": ("drains", "by_node"),
+    "nodes_to_watch": ("summary", "nodes_to_watch"),
+    "month_over_month": ("month_over_month",),
+    "by_partition": ("breakdowns", "partition"),
+    "by_gpu_type": ("breakdowns", "gpu_type"),
+}
+
+
+def write_csv(report: dict[str, Any], out: Path) -> dict[str, str]:
+    """Every table of the (cleaned) report as ``out/<name>.csv``; lists in a cell are joined
+    with "; ", nested objects written as JSON.  Returns name -> path relative to out's parent."""
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    made: dict[str, str] = {}
+    for name, path in CSV_TABLES.items():
+        rows: Any = report
+        for key in path:
+            rows = rows.get(key) if isinstance(rows, dict) else None
+        if not isinstance(rows, list):
+            continue
+        cols: list[str] = []
+        for row in rows:
+            cols += [c for c in row if c not in cols]
+
+        def cell(v: Any) -> Any:
+            if isinstance(v, list):
+                return "; ".join(json.dumps(x) if isinstance(x, dict) else str(x) for x in v)
+            if isinstance(v, dict):
+                return json.dumps(v, sort_keys=True)
+            return "" if v is None else v
+
+        with open(out / f"{name}.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            w.writerows([[cell(row.get(c)) for c in cols] for row in rows])
+        made[name] = f"{out.name}/{name}.csv"
+    return made
+
+
 def build_report(
     store: Path,
     month: Month | str,
@@ -102,6 +157,7 @@ def build_report(
     figures = render_figures(raw, out / "figures")
     report = clean(raw)
     report["figures"] = figures
+    report["csv"] = write_csv(report, out / "csv")
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     (out / "index.html").write_text(render_html(report, figures), encoding="utf-8")
     return report

@@ -343,6 +343,8 @@ def compute_report(inp: Inputs, month: Month) -> dict[str, Any]:
         },
         "summary": summary,
         "data_quality": sections.data_quality(inp),
+        # Where failures concentrate: the same r_f per partition and per GPU type.
+        "breakdowns": {by: sections.breakdown(inp, by) for by in ("partition", "gpu_type")},
         "taxonomy": cur["taxonomy"],
         "failure_rate": fr,
         "mttf": cur["mttf"],

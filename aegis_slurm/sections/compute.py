@@ -290,3 +290,73 @@ def data_quality(inp: Inputs) -> dict[str, Any]:
         "failed_runs_with_evidence_to_look_at": failed.height if windowed else own_n,
         "failed_runs_attributed": int(failed.filter(pl.col("infra_failure")).height),
     }
+
+
+#: --by choices -> run-table column.
+BY_COLUMNS = {
+    "partition": "partition",
+    "account": "account",
+    "user": "user",
+    "qos": "qos",
+    "gpu_type": "gpu_types",
+}
+
+
+def _group_label(col: str) -> pl.Expr:
+    blank = "(untyped)" if col == "gpu_types" else "(none)"
+    v = pl.col(col).cast(pl.String).fill_null("")
+    return pl.when(v == "").then(pl.lit(blank)).otherwise(v)
+
+
+def subsets(inp: Inputs, by: str) -> list[tuple[str, Inputs]]:
+    """The inputs restricted to each value of ``by`` (partition, account, user, qos,
+    gpu_type) among the period's runs, largest GPU-hours first.  Each subset keeps its own
+    context, so history-dependent sections behave as on a store of that group alone."""
+    import dataclasses
+
+    from aegis_slurm.analytics.common import gpu_hours
+
+    col = BY_COLUMNS[by]
+    order = (
+        inp.runs.group_by(_group_label(col).alias("_g"))
+        .agg(gpu_hours().sum().alias("_gh"))
+        .sort(["_gh", "_g"], descending=[True, False])["_g"]
+        .to_list()
+    )
+    labelled = inp.context.with_columns(_group_label(col).alias("_g"))
+    return [
+        (g, dataclasses.replace(inp, context=labelled.filter(pl.col("_g") == g).drop("_g")))
+        for g in order
+    ]
+
+
+def by_group(inp: Inputs, by: str, section: Any, **kw: Any) -> dict[str, Any]:
+    """``section`` per value of ``by``: {"by": by, "groups": [{"group": value, ...section}]}."""
+    return {"by": by, "groups": [{"group": g, **section(sub, **kw)} for g, sub in subsets(inp, by)]}
+
+
+def breakdown(inp: Inputs, by: str) -> list[dict[str, Any]]:
+    """One row per value of ``by`` for the page: runs, GPU-hours, infrastructure failures and
+    r_f with its 90% interval (runs with more than min_gpus GPUs)."""
+    from aegis_slurm.analytics.common import gpu_hours
+    from aegis_slurm.analytics.failure_rate import failure_rate as fr
+
+    rows = []
+    for g, sub in subsets(inp, by):
+        r = fr(sub.runs, min_gpus=inp.settings.min_gpus)
+        rows.append(
+            {
+                "group": g,
+                "runs": sub.runs.height,
+                "gpu_hours": float(sub.runs.select(gpu_hours().sum()).item()),
+                "infra_failures_all_sizes": int(sub.runs["infra_failure"].sum()),
+                "rf_runs": r["runs"],
+                "rf_failures": r["failures"],
+                "rf_per_1000_node_days": r["rf_per_1000_node_days"],
+                "rf_ci90_per_1000": [
+                    None if r["ci90_low"] is None else r["ci90_low"] * 1000,
+                    None if r["ci90_high"] is None else r["ci90_high"] * 1000,
+                ],
+            }
+        )
+    return rows

@@ -153,3 +153,40 @@ def test_schema_unchanged_by_the_layer(tmp_path: Path):
     assert set(RUN_SCHEMA) <= set(inp.runs.columns)
     assert inp.runs["row_id"].to_list() == list(range(inp.runs.height))
     assert isinstance(inp.context, pl.DataFrame)
+
+
+def test_by_partition_groups_sum_to_the_whole(tmp_path: Path):
+    import json
+
+    from click.testing import CliRunner
+
+    from aegis_slurm.cli import main
+
+    big = [f"g{i}" for i in range(32)]
+    rows = [
+        run(1, "NODE_FAIL", 600, 120, big, gpus=256, partition="a"),
+        run(2, "COMPLETED", 900, 600, big, gpus=256, partition="a"),
+        run(3, "COMPLETED", 1900, 900, big, gpus=256, partition="b"),
+        run(4, "FAILED", 2900, 60, ["n1"], gpus=8, partition="b", gpu_types="h100"),
+    ]
+    st = _store(tmp_path, rows)
+    res = CliRunner().invoke(main, ["taxonomy", "--store", str(st), "--by", "partition", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["by"] == "partition"
+    groups = {g["group"]: g for g in out["groups"]}
+    assert set(groups) == {"a", "b"}
+    assert sum(g["total_runs"] for g in groups.values()) == 4
+    # Each group is exactly the section on that group's runs.
+    fr = CliRunner().invoke(
+        main, ["failure-rate", "--store", str(st), "--by", "partition", "--json"]
+    )
+    fa = {g["group"]: g for g in json.loads(fr.output)["groups"]}
+    assert fa["a"]["failures"] == 1 and fa["b"]["failures"] == 0
+    assert fa["a"]["node_days"] + fa["b"]["node_days"] == pytest.approx(
+        compute.failure_rate(load_inputs(st))["node_days"]
+    )
+    gt = compute.breakdown(load_inputs(st), "gpu_type")
+    assert [r["group"] for r in gt] == ["(untyped)", "h100"]
+    human = CliRunner().invoke(main, ["mttf", "--store", str(st), "--by", "partition"])
+    assert human.exit_code == 0 and "== partition a ==" in human.output

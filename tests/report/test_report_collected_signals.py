@@ -86,6 +86,18 @@ def test_report_equals_commands_on_a_store_with_collected_records(store, tmp_pat
     sources = rep["taxonomy"]["attribution_sources"]
     assert sources["epilog_record"]["FAILED"] == len(jobs)
     assert rep["data_quality"]["infra_failures_by_source"]["epilog_record"] == len(jobs)
+    # One partition in the simulator: its breakdown row is the whole month.
+    (part,) = rep["breakdowns"]["partition"]
+    assert (
+        part["runs"] == rep["summary"]["runs"]
+        and part["rf_failures"] == rep["failure_rate"]["failures"]
+    )
+    # Every table as CSV, readable back with the same rows.
+    mttf = pl.read_csv(tmp_path / "r" / rep["csv"]["mttf_by_size"])
+    assert mttf["gpus"].to_list() == [b["gpus"] for b in rep["mttf"]["buckets"]]
+    loops = pl.read_csv(tmp_path / "r" / rep["csv"]["crash_loops"])
+    assert loops.height == len(rep["requeue_loops"]["loops"])
+    assert 'href="csv/mttf_by_size.csv"' in (tmp_path / "r" / "index.html").read_text()
 
 
 def test_store_records_file_as_signals_option(store, tmp_path: Path):
