@@ -35,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "diagnose": "aegis_slurm.cli.signals_cmd:diagnose",
     "report": "aegis_slurm.cli.report_cmd:report",
     "check": "aegis_slurm.cli.check_cmd:check",
+    "availability": "aegis_slurm.cli.analytics_cmd:availability",
 }
 
 

@@ -673,3 +673,34 @@ def measured_ettr_cmd(**kw: Any) -> None:
         )
 
     _emit_grouped(res, as_json, human)
+
+
+@click.command()
+@_store_options
+@click.option(
+    "--failures-only",
+    is_flag=True,
+    help="Count only failure events (leave out maintenance, Prolog/Epilog errors).",
+)
+def availability(**kw: Any) -> None:
+    """Node availability, downtime per node and MTTR from the node events (--events)."""
+    from aegis_slurm.sections import compute
+
+    as_json = kw.pop("as_json")
+    failures_only = kw.pop("failures_only")
+    inp = _src(kw)
+    if inp.events is None:
+        raise click.UsageError("availability needs node events: give --events FILE")
+    res = compute.availability(inp, failures_only)
+
+    def human(r: dict[str, Any]) -> str:
+        if r.get("availability") is None:
+            return "no run in the period: nothing to measure against"
+        return (
+            f"{r['nodes']} nodes, availability {100 * r['availability']:.2f}% "
+            f"({r['downtime_node_hours']:,.1f} of {r['node_hours']:,.0f} node-hours out); "
+            f"MTTR {_fmt(r['mttr_hours'])} h over {r['repaired_outages']} repaired outages\n"
+            + _table(r["worst_nodes"], ["node", "downtime_h", "outages"])
+        )
+
+    _emit(res, as_json, human)

@@ -85,6 +85,7 @@ CSV_TABLES: dict[str, tuple[str, ...]] = {
     "job_sizes": ("measured_ettr", "size_distribution"),
     "drains_by_check": ("drains", "by_check"),
     "drains_by_node": ("drains", "by_node"),
+    "node_downtime": ("availability", "worst_nodes"),
     "nodes_to_watch": ("summary", "nodes_to_watch"),
     "month_over_month": ("month_over_month",),
     "by_partition": ("breakdowns", "partition"),

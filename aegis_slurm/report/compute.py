@@ -355,6 +355,7 @@ def compute_report(inp: Inputs, month: Month) -> dict[str, Any]:
         "lemon_nodes": cur["lemon_nodes"],
         "measured_ettr": cur["measured_ettr"],
         "drains": cur["drains"],
+        "availability": sections.availability(inp),
         "previous_month": {"month": str(prev), "headline": prev_head},
         "month_over_month": mom,
         "notes": notes,

@@ -360,3 +360,21 @@ def breakdown(inp: Inputs, by: str) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def availability(inp: Inputs, failures_only: bool = False) -> dict[str, Any]:
+    """Node availability, downtime and MTTR over the period from the node events (the
+    period's bounds default to its runs' first and last end)."""
+    from aegis_slurm.analytics.availability import node_availability
+
+    if inp.events is None:
+        return {"events_given": False}
+    start = inp.period.start or (inp.runs["end_time"].min() if inp.runs.height else None)
+    end = inp.period.end or (inp.runs["end_time"].max() if inp.runs.height else None)
+    if start is None or end is None:
+        return {"events_given": True, "nodes": 0, "availability": None}
+    nodes = int(inp.runs.select(pl.col("nodes").explode().drop_nulls().n_unique()).item())
+    return {
+        "events_given": True,
+        **node_availability(inp.events, start, end, nodes, failures_only),  # type: ignore[arg-type]
+    }

@@ -59,6 +59,8 @@ def test_report_json_equals_cli_json(built: Built):
     same(rep["requeue_loops"], cli_json("requeue-loops", *st))
     same(rep["lemon_nodes"], cli_json("lemon-nodes", *st))
     same(rep["measured_ettr"], cli_json("measured-ettr", *st))
+    same(rep["availability"], cli_json("availability", *st, "--month", MONTH))
+    assert 0.9 < rep["availability"]["availability"] < 1.0 and rep["availability"]["mttr_hours"] > 0
     # ... and `aegis-slurm report --json` prints what report.json holds.
     printed = cli_json(
         "report",
