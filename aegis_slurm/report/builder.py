@@ -90,6 +90,7 @@ CSV_TABLES: dict[str, tuple[str, ...]] = {
     "month_over_month": ("month_over_month",),
     "by_partition": ("breakdowns", "partition"),
     "by_gpu_type": ("breakdowns", "gpu_type"),
+    "trend": ("trend",),
 }
 
 

@@ -356,6 +356,7 @@ def compute_report(inp: Inputs, month: Month) -> dict[str, Any]:
         "measured_ettr": cur["measured_ettr"],
         "drains": cur["drains"],
         "availability": sections.availability(inp),
+        "trend": sections.trend(inp, 12),
         "previous_month": {"month": str(prev), "headline": prev_head},
         "month_over_month": mom,
         "notes": notes,

@@ -492,6 +492,26 @@ def fig_drains(r: dict[str, Any]) -> Result:
     return fig
 
 
+def fig_trend(r: dict[str, Any]) -> Result:
+    """r_f per calendar month with 90% intervals, the last 12 months."""
+    rows = [x for x in r.get("trend", []) if x["rf_per_1000_node_days"] is not None]
+    if len(rows) < 2:
+        return "Fewer than two months with runs above the r_f size threshold: no trend to draw."
+    fig, ax = _fig(7.0, 3.0)
+    x = np.arange(len(rows))
+    y = np.array([x_["rf_per_1000_node_days"] for x_ in rows])
+    lo = np.array([x_["rf_ci90_per_1000"][0] for x_ in rows], float)
+    hi = np.array([x_["rf_ci90_per_1000"][1] for x_ in rows], float)
+    ax.errorbar(
+        x, y, yerr=[y - lo, hi - y], fmt="o-", color=OI["blue"], capsize=3, label="r_f (90%)"
+    )
+    ax.set_xticks(x, [x_["month"] for x_ in rows], rotation=45)
+    ax.set_ylim(bottom=0, top=float(np.nanmax(hi)) * 1.1)
+    ax.set_ylabel("failures / 1000 node-days")
+    ax.set_title("r_f by month with 90% intervals")
+    return fig
+
+
 #: name -> (function, caption); the order of the page.
 FIGURES: dict[str, tuple[Callable[[dict[str, Any]], Result], str]] = {
     "end_states": (
@@ -502,6 +522,7 @@ FIGURES: dict[str, tuple[Callable[[dict[str, Any]], Result], str]] = {
         fig_failure_rate,
         "Infrastructure failure rate over time and its causes (cf. Fig. 5).",
     ),
+    "trend": (fig_trend, "r_f per month over the last year, with exact 90% intervals."),
     "mttf": (
         fig_mttf,
         "MTTF vs job size with 90% intervals, the theory line and projections (cf. Fig. 7).",

@@ -378,3 +378,56 @@ def availability(inp: Inputs, failures_only: bool = False) -> dict[str, Any]:
         "events_given": True,
         **node_availability(inp.events, start, end, nodes, failures_only),  # type: ignore[arg-type]
     }
+
+
+def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
+    """r_f and the MTTF of runs with more than min_gpus GPUs, each with its 90% interval, for
+    the ``months`` calendar months ending with the period's (the store's last month without a
+    period).  Earlier months are read from the store and attributed with the same evidence."""
+    from aegis_slurm.accounting import load_runs
+    from aegis_slurm.analytics.failure_rate import failure_rate as fr
+    from aegis_slurm.analytics.mttf import poisson_rate_interval
+    from aegis_slurm.sections.inputs import CONTEXT, Month, attribute
+
+    anchor = inp.period.start or (inp.runs["end_time"].max() if inp.runs.height else None)
+    if anchor is None:
+        return []
+    last = Month(anchor.year, anchor.month)  # type: ignore[union-attr]
+    seq = [last]
+    for _ in range(months - 1):
+        seq.insert(0, seq[0].prev())
+    frames = [inp.context.drop("row_id")]
+    ctx_start = inp.context["end_time"].min() if inp.context.height else None
+    if inp.store is not None and (ctx_start is None or seq[0].start < ctx_start):
+        older = load_runs(
+            inp.store, start=seq[0].start, end=ctx_start or (inp.period.start - CONTEXT)
+        )
+        if older.height:
+            frames.append(attribute(older, inp.signals, inp.events).drop("row_id"))
+    runs = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    out = []
+    for m in seq:
+        sub = runs.filter(pl.col("end_time").is_between(m.start, m.end, closed="left"))
+        r = fr(sub, min_gpus=inp.settings.min_gpus)
+        big = sub.filter(
+            (pl.col("gpus") > inp.settings.min_gpus) & (pl.col("elapsed_s").fill_null(0) > 0)
+        )
+        hours = float(big["elapsed_s"].sum() or 0) / 3600.0
+        lo, hi = poisson_rate_interval(r["failures"], hours) if hours > 0 else (None, None)
+        out.append(
+            {
+                "month": str(m),
+                "runs": sub.height,
+                "rf_runs": r["runs"],
+                "failures": r["failures"],
+                "node_days": r["node_days"],
+                "rf_per_1000_node_days": r["rf_per_1000_node_days"],
+                "rf_ci90_per_1000": [
+                    None if r["ci90_low"] is None else r["ci90_low"] * 1000,
+                    None if r["ci90_high"] is None else r["ci90_high"] * 1000,
+                ],
+                "mttf_hours": hours / r["failures"] if r["failures"] else None,
+                "mttf_ci90_hours": [lo, hi],
+            }
+        )
+    return out

@@ -139,6 +139,14 @@ def test_two_months_give_deltas_and_a_rolling_series(tmp_path: Path):
     roll = r["failure_rate"]["rolling"]
     assert roll[0]["date"] == "2024-01-01" and all(x["date"].startswith("2024-01") for x in roll)
     assert roll[0]["node_days_30d"] > roll[0]["node_days"] * 5
+    # The trend: twelve months ending in January; December and January equal their reports.
+    trend = {t["month"]: t for t in r["trend"]}
+    assert len(r["trend"]) == 12 and r["trend"][-1]["month"] == MONTH
+    for m, rep in (("2023-12", dec), (MONTH, r)):
+        assert trend[m]["rf_per_1000_node_days"] == pytest.approx(
+            rep["summary"]["rf_per_1000_node_days"], rel=1e-12
+        )
+    assert trend["2023-11"]["runs"] == 0 and "png" in r["figures"]["trend"]
     # Month over month: the r_f change comes with an exact rate test and its p-value.
     test = mom["rf_per_1000_node_days"]["test"]
     assert 0.0 <= test["p_value"] <= 1.0 and test["significant"] == (test["p_value"] < 0.05)
