@@ -5,6 +5,12 @@ Targets (issue 3): all metrics on 4M records <= 20 s; 10,000 Monte Carlo replica
 only; nothing here asserts on wall-clock time.
 
     .venv/bin/python benchmarks/bench_analytics.py [--records 4000000] [--ingest]
+
+``--commands`` times every analytics command and ``report`` as the CLI runs them, one fresh
+process each, on a cached store of ``--records`` records with ``--month`` (issue 13 target: a
+20M-record store, each <= 60 s and <= 8 GB peak RSS):
+
+    .venv/bin/python benchmarks/bench_analytics.py --commands --records 20000000
 """
 
 from __future__ import annotations
@@ -40,12 +46,65 @@ def timed(label: str, fn: Callable[[], Any]) -> tuple[Any, float]:
     return out, dt
 
 
+COMMANDS = [
+    ["taxonomy"],
+    ["failure-rate"],
+    ["mttf"],
+    ["goodput"],
+    ["requeue-loops"],
+    ["lemon-nodes"],
+    ["measured-ettr"],
+    ["availability"],
+    ["check", "--max-crash-loops", "1000", "--max-lemon-nodes", "1000"],
+]
+
+
+def run_measured(cmd: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, peak RSS GB, exit code) of one fresh process (os.wait4: its own rusage)."""
+    import os
+    import subprocess
+
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 3):
+        print(proc.stderr.read().decode() if proc.stderr else "")
+    return wall, usage.ru_maxrss / 1024 / 1024, proc.returncode
+
+
+def bench_commands(records: int, nodes: int, month: str, fresh: bool) -> None:
+    import sys
+
+    from bench_report import cached_store
+
+    root = cached_store(records, nodes, fresh)
+    store, events, signals = root / "store", root / "events.txt", root / "signals.parquet"
+    cli = str(Path(sys.executable).parent / "aegis-slurm")
+    common = ["--store", str(store), "--events", str(events), "--signals", str(signals)]
+    print(f"every command on {store} for {month} (fresh process each):")
+    worst_t = worst_m = 0.0
+    with tempfile.TemporaryDirectory() as d:
+        for cmd in [*COMMANDS, ["report", "--out", str(Path(d) / "r")]]:
+            wall, gb, rc = run_measured([cli, *cmd, *common, "--month", month, "--json"])
+            worst_t, worst_m = max(worst_t, wall), max(worst_m, gb)
+            print(f"  {cmd[0]:<16} {wall:7.2f} s  {gb:6.2f} GB peak RSS  exit {rc}")
+    print(f"  {'WORST':<16} {worst_t:7.2f} s  {worst_m:6.2f} GB   (target <= 60 s, <= 8 GB)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=4_000_000)
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--ingest", action="store_true", help="also time write + real ingest")
+    ap.add_argument("--commands", action="store_true", help="time the CLI commands on a store")
+    ap.add_argument("--month", default="2024-06", help="--month for --commands")
+    ap.add_argument("--fresh", action="store_true", help="rebuild the cached store")
     args = ap.parse_args()
+    if args.commands:
+        bench_commands(args.records, args.nodes, args.month, args.fresh)
+        return
     days = args.records / 1.33 / (2.0 * args.nodes)  # ~1.33 records per job, 2 jobs/node-day
     cfg = SimConfig(nodes=args.nodes, days=days, seed=1, crash_loops=5, lemons=8)
     print(f"simulate: {args.nodes} nodes x {days:.0f} days")

@@ -77,3 +77,42 @@ def test_goodput_log_axis_shows_empty_buckets(built: Built):
     assert ax.get_yscale() == "symlog"
     n = int(np.log2(keep[-1]["gpu_bucket"]) - np.log2(keep[0]["gpu_bucket"])) + 1
     assert len(ax.get_xticks()) == n and n > 2
+
+
+def test_zero_failure_headline_reads_greater_than(built: Built):
+    """Issue 13 item 8: with no failure at the common size the card says "> N h", not "–"."""
+    from aegis_slurm.report.builder import render_html
+
+    r = copy.deepcopy(built.report)
+    cs = r["summary"]["common_size"]
+    cs.update(failures=0, mttf_hours=None, mttf_at_least_hours=232.4, ci90_low_hours=232.4)
+    page = render_html(r, r["figures"])
+    assert "&gt; 232 h" in page and "90% one-sided bound" in page
+
+
+def test_zero_failure_month_plans_at_the_rate_upper_bound():
+    import polars as pl
+
+    from aegis_slurm.accounting.schema import RUN_SCHEMA
+    from aegis_slurm.report.compute import _ettr_planning
+    from aegis_slurm.sections import Period
+    from aegis_slurm.sections.inputs import Inputs
+
+    empty = pl.DataFrame(schema=RUN_SCHEMA).with_row_index("row_id")
+    inp = Inputs(context=empty, events=None, signals=None, period=Period())
+    fr = {"rf_per_node_day": 0.0, "runs": 40, "ci90_high": 0.004}
+    p = _ettr_planning(fr, None, 16, inp)
+    assert p["available"] and p["rf_basis"] == "upper_bound" and p["rf_per_node_day"] == 0.004
+    assert all(0 < c["ettr_at_interval"] < 1 for c in p["curves"])
+
+
+def test_rate_change_test_is_exact():
+    from scipy import stats
+
+    from aegis_slurm.report.compute import rate_change_test
+
+    same = rate_change_test(36, 3390.0, 51, 4229.0)  # the demo's January vs December
+    assert 0.5 < same["p_value"] < 0.7 and not same["significant"]
+    big = rate_change_test(40, 1000.0, 10, 1000.0)
+    assert big["significant"] and big["p_value"] == stats.binomtest(40, 50, 0.5).pvalue
+    assert rate_change_test(0, 10.0, 0, 10.0)["p_value"] is None
