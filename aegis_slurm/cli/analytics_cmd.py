@@ -430,6 +430,8 @@ def ettr(
         "ettr_renewal": E.ettr_renewal(n, rf, u0, dt, w, q),
         "ettr_renewal_finite": E.ettr_renewal(n, rf, u0, dt, w, q, run_min),
         "monte_carlo": None,
+        # λΔt: the linear forms hold only while it is small (≲ 0.1).
+        "lambda_dt": E.job_failure_rate_per_min(n, rf) * dt,
     }
     if reps > 0:
         try:
@@ -445,7 +447,12 @@ def ettr(
                 f"E[ETTR] published (no q) {_fmt(r['ettr_published'])}",
                 f"E[ETTR] long run        {_fmt(r['ettr'])}",
                 f"E[ETTR] finite run      {_fmt(r['ettr_finite'])}",
-                f"E[ETTR] exact renewal   {_fmt(r['ettr_renewal_finite'])}",
+                f"E[ETTR] exact renewal   {_fmt(r['ettr_renewal_finite'])}"
+                + (
+                    f"   <- the one to use: λΔt = {r['lambda_dt']:.2f} is not small"
+                    if r["lambda_dt"] > 0.1
+                    else ""
+                ),
                 f"Monte Carlo             {_fmt(mc.get('mean'))} ± {_fmt(mc.get('stderr'), 4)}",
             ]
         )

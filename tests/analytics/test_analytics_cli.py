@@ -217,3 +217,41 @@ def test_checkpoint_plan_explains_zero_rate_and_free_writes():
     )
     assert res.exit_code == 0 and "write time is 0" in res.output
     assert "-> 0.000" not in res.output
+
+
+def test_ettr_points_at_the_exact_form_when_lambda_dt_is_large():
+    """Issue 13 item 1: 16k GPUs at r_f = 10.6/1000 node-days, Δt = 60 min: linear 0.47,
+    exact 0.57 (the Monte Carlo agrees with the exact form)."""
+    c = run(
+        "ettr",
+        "--gpus",
+        "16384",
+        "--rf",
+        "0.0106",
+        "--restart-min",
+        "5",
+        "--ckpt-interval-min",
+        "60",
+        "--monte-carlo",
+        "300",
+        "--json",
+    )
+    assert round(c["ettr"], 2) == 0.47 and round(c["ettr_renewal"], 2) == 0.57
+    assert abs(c["monte_carlo"]["mean"] - c["ettr_renewal_finite"]) < 0.01
+    res = CliRunner().invoke(
+        main,
+        [
+            "ettr",
+            "--gpus",
+            "16384",
+            "--rf",
+            "0.0106",
+            "--restart-min",
+            "5",
+            "--ckpt-interval-min",
+            "60",
+            "--monte-carlo",
+            "0",
+        ],
+    )
+    assert "<- the one to use" in res.output
