@@ -5,7 +5,7 @@ infrastructure failure when it ended NODE_FAIL, or ended FAILED and a critical h
 on one of its nodes in the last 10 minutes of the run or within 5 minutes after it ended
 (analytics-spec §2.1).  Evidence is taken per run, first source that matches wins:
 
-1. ``epilog_record`` – a critical signal of this run's *own* Epilog record (signal rows that carry
+1. ``node_signal``   – a critical signal of this run's *own* Epilog record (signal rows that carry
    ``job_id``/``run``, collected by ``aegis-slurm signals collect``), whatever its time;
 2. ``admin_comment`` – the aegis tag ``aegis:v1;hw=<node>:<signal>[,<node>:<signal>...]`` in
    AdminComment (possibly after other text), written by the aegis Epilog for this very job;
@@ -40,7 +40,7 @@ from aegis_slurm.accounting.events import DEFAULT_EXCLUDE_REASONS, failure_event
 WINDOW_BEFORE = timedelta(minutes=10)
 WINDOW_AFTER = timedelta(minutes=5)
 CANDIDATE_STATES = ("FAILED", "NODE_FAIL")
-SOURCES = ("epilog_record", "admin_comment", "node_signal", "node_event", "node_fail")
+SOURCES = ("node_signal", "admin_comment", "node_event", "node_fail")
 
 _TAG = r"aegis:v1;hw=([^;\s]+)"
 #: Leading Slurm state labels ("DRAIN: ", "DOWN+DRAIN: ") in front of a reason.
@@ -217,22 +217,23 @@ def attribute_failures(
         )
         ev = _window_match(cand, fe, "time_start", "_label", before, after)
 
-    def tagged(frame: pl.DataFrame, source: str) -> pl.DataFrame:
+    def tagged(frame: pl.DataFrame, source: str, prio: int) -> pl.DataFrame:
         return frame.select(
             "row_id",
             normalise_cause(pl.col("cause").cast(pl.String)).alias("cause"),
             pl.col("blamed_nodes").cast(pl.List(pl.String())),
             pl.lit(source).alias("attribution_source"),
-            pl.lit(SOURCES.index(source)).alias("_prio"),
+            pl.lit(prio).alias("_prio"),
         )
 
     evidence = (
         pl.concat(
             [
-                tagged(own, "epilog_record"),
-                tagged(tag, "admin_comment"),
-                tagged(sig, "node_signal"),
-                tagged(ev, "node_event"),
+                # The run's own evidence first (its Epilog record, then its tag), then windows.
+                tagged(own, "node_signal", 0),
+                tagged(tag, "admin_comment", 1),
+                tagged(sig, "node_signal", 2),
+                tagged(ev, "node_event", 3),
             ]
         )
         .sort("row_id", "_prio")

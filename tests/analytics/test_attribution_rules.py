@@ -164,7 +164,7 @@ def test_another_jobs_epilog_record_is_never_evidence():
     sig = _job_signals([("n1", 100.4, "row_remap", "2", 0)])
     out = by_job(attribute_failures(runs, sig))
     assert not out[1]["infra_failure"] and out[1]["attribution_source"] is None
-    assert (out[2]["attribution_source"], out[2]["cause"]) == ("epilog_record", "row_remap")
+    assert (out[2]["attribution_source"], out[2]["cause"]) == ("node_signal", "row_remap")
 
 
 def test_own_record_counts_by_job_and_run_not_by_time():
@@ -178,7 +178,7 @@ def test_own_record_counts_by_job_and_run_not_by_time():
     sig = _job_signals([("n1", 330, "gpu_xid79", "5", 1)])
     out = attribute_failures(runs, sig).sort("run_index").to_dicts()
     assert out[0]["attribution_source"] is None
-    assert (out[1]["attribution_source"], out[1]["cause"]) == ("epilog_record", "gpu_xid79")
+    assert (out[1]["attribution_source"], out[1]["cause"]) == ("node_signal", "gpu_xid79")
 
 
 def test_own_tag_wins_over_signals_of_jobs_that_ended_before_it_started():

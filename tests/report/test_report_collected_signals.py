@@ -84,8 +84,8 @@ def test_report_equals_commands_on_a_store_with_collected_records(store, tmp_pat
         same(rep[key], cli_json(cmd, "--store", str(st), "--month", MONTH), key)
     # The records attributed exactly the runs they belong to, as their own record.
     sources = rep["taxonomy"]["attribution_sources"]
-    assert sources["epilog_record"]["FAILED"] == len(jobs)
-    assert rep["data_quality"]["infra_failures_by_source"]["epilog_record"] == len(jobs)
+    assert sources["node_signal"]["FAILED"] == len(jobs)
+    assert rep["data_quality"]["infra_failures_by_source"]["node_signal"] == len(jobs)
     # One partition in the simulator: its breakdown row is the whole month.
     (part,) = rep["breakdowns"]["partition"]
     assert (
@@ -121,7 +121,7 @@ def test_store_records_file_as_signals_option(store, tmp_path: Path):
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
     # Read once, not twice: the same attribution as without the option.
-    assert rep["taxonomy"]["attribution_sources"]["epilog_record"]["FAILED"] == len(jobs)
+    assert rep["taxonomy"]["attribution_sources"]["node_signal"]["FAILED"] == len(jobs)
     same(
         rep["failure_rate"],
         cli_json("failure-rate", "--store", str(st), "--month", MONTH, "--signals", str(records)),
