@@ -147,7 +147,10 @@ def build_report(
         sig_paths = [Path(signals_paths)]
     else:
         sig_paths = [Path(p) for p in signals_paths]
-    inp = load_inputs(store, events_paths, sig_paths, m.period, settings)
+    first = m
+    for _ in range(11):  # the 12-month trend, read in the same pass as the month
+        first = first.prev()
+    inp = load_inputs(store, events_paths, sig_paths, m.period, settings, first.start)
     raw = compute_report(inp, m)
     raw["inputs"] = {
         "store": str(store),

@@ -396,15 +396,18 @@ def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
     seq = [last]
     for _ in range(months - 1):
         seq.insert(0, seq[0].prev())
-    frames = [inp.context.drop("row_id")]
-    ctx_start = inp.context["end_time"].min() if inp.context.height else None
-    if inp.store is not None and (ctx_start is None or seq[0].start < ctx_start):
-        older = load_runs(
-            inp.store, start=seq[0].start, end=ctx_start or (inp.period.start - CONTEXT)
-        )
-        if older.height:
-            frames.append(attribute(older, inp.signals, inp.events).drop("row_id"))
-    runs = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    if inp.history is not None and inp.history["end_time"].min() is not None:
+        runs = inp.history
+    else:
+        frames = [inp.context.drop("row_id")]
+        ctx_start = inp.context["end_time"].min() if inp.context.height else None
+        if inp.store is not None and (ctx_start is None or seq[0].start < ctx_start):
+            older = load_runs(
+                inp.store, start=seq[0].start, end=ctx_start or (inp.period.start - CONTEXT)
+            )
+            if older.height:
+                frames.append(attribute(older, inp.signals, inp.events).drop("row_id"))
+        runs = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     out = []
     for m in seq:
         sub = runs.filter(pl.col("end_time").is_between(m.start, m.end, closed="left"))

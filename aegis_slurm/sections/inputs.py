@@ -179,6 +179,9 @@ class Inputs:
     sources: dict[str, Any] = field(default_factory=dict)
     imputed_end: int = 0
     no_end: int = 0
+    #: Attributed runs from ``history_start`` on (the report's 12-month trend), read in the
+    #: same pass as the context; None when not asked for.
+    history: pl.DataFrame | None = None
 
     @functools.cached_property
     def runs(self) -> pl.DataFrame:
@@ -224,9 +227,12 @@ def load_inputs(
     signals_paths: list[Path] | tuple[Path, ...] = (),
     period: Period | None = None,
     settings: Settings = DEFAULTS,
+    history_start: datetime | None = None,
 ) -> Inputs:
     """Runs of ``period`` ± :data:`CONTEXT`, attributed with the given event exports, signal
-    tables and the Epilog records collected into the store (``aegis-slurm signals collect``)."""
+    tables and the Epilog records collected into the store (``aegis-slurm signals collect``).
+    With ``history_start`` the runs from then on are read and attributed in the same pass and
+    kept as ``history`` (the context is the same slice of them, so every section is unchanged)."""
     from aegis_slurm.accounting import load_runs
     from aegis_slurm.accounting.events import load_events
     from aegis_slurm.accounting.signals import RECORDS, load_signals
@@ -234,7 +240,8 @@ def load_inputs(
     period = period or Period()
     start = period.start - CONTEXT if period.start else None
     end = period.end + CONTEXT if period.end else None
-    runs = load_runs(store, start=start, end=end)
+    wide = history_start is not None and start is not None and history_start < start
+    runs = load_runs(store, start=history_start if wide else start, end=end)
     events = load_events(list(events_paths)) if events_paths else None
     parts = [read_signal_table(Path(p)) for p in signals_paths]
     # Epilog records collected into the store are always used, as by every command; a path
@@ -254,6 +261,10 @@ def load_inputs(
         ).height
     )
     attributed = attribute(runs, signals, events)
+    history = None
+    if wide:
+        history = attributed
+        attributed = attributed.filter(pl.col("end_time") >= start)
     no_end = int(attributed.filter(pl.col("end_time").is_null() & pl.col("ended")).height)
     return Inputs(
         context=attributed,
@@ -271,6 +282,7 @@ def load_inputs(
         },
         imputed_end=imputed,
         no_end=no_end,
+        history=history,
     )
 
 
