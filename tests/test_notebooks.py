@@ -53,6 +53,9 @@ def test_notebook_runs_top_to_bottom(name: str, demo_dir: Path, monkeypatch: pyt
         assert "2024-01:" in text and "r_f:" in text
         assert images >= 6  # the report's figures, drawn in the notebook
     else:
-        assert "r_f = " in text and "per 1000 node-days" in text  # measured, not the fallback
-        assert "optimal_min" in text
+        # Measured in the report's month (not the fallback), interval carried, queue measured.
+        assert "r_f in 2024-01 = " in text and "per 1000 node-days (90% CI" in text
+        assert "queue wait after an interruption:" in text and "(90%:" in text
+        # The plan at both ends of the r_f interval.
+        assert "r_f 90% low: optimal interval" in text and "r_f 90% high: optimal" in text
         assert images >= 2

@@ -5,14 +5,25 @@ infrastructure failure when it ended NODE_FAIL, or ended FAILED and a critical h
 on one of its nodes in the last 10 minutes of the run or within 5 minutes after it ended
 (analytics-spec §2.1).  Evidence is taken per run, first source that matches wins:
 
-1. ``node_signal``   – a critical row of a node-signal frame (columns ``node``, ``time`` UTC,
-   ``signal``, ``critical``) on any allocated node with time in [End − 10 min, End + 5 min];
-2. ``admin_comment`` – an aegis tag ``aegis:v1;hw=<node>:<signal>[,<node>:<signal>...]`` in
-   AdminComment (possibly after other text), written by the aegis epilog for this very job;
-3. ``node_event``    – a DOWN/DRAIN event from ``sacctmgr show event`` starting on an allocated
+1. ``node_signal``   – a critical signal of this run's *own* Epilog record (signal rows that carry
+   ``job_id``/``run``, collected by ``aegis-slurm signals collect``), whatever its time;
+2. ``admin_comment`` – the aegis tag ``aegis:v1;hw=<node>:<signal>[,<node>:<signal>...]`` in
+   AdminComment (possibly after other text), written by the aegis Epilog for this very job;
+3. ``node_signal``   – a critical row of a node-signal table that names no job (a site's own
+   health-check CSV) on an allocated node with time in [max(Start, End − 10 min), End + 5 min];
+4. ``node_event``    – a DOWN/DRAIN event from ``sacctmgr show event`` starting on an allocated
    node inside the same window (see :func:`aegis_slurm.accounting.events.failure_events` for the
    excluded Prolog/Epilog-error and maintenance reasons);
-4. ``node_fail``     – NODE_FAIL with none of the above: infrastructure, cause ``unattributed``.
+5. ``node_fail``     – NODE_FAIL with none of the above: infrastructure, cause ``unattributed``.
+
+Departures from spec §2.1, found on the real test cluster: (a) a signal row that belongs to
+*another* job's Epilog record is never evidence for this run (the next job on a node records a
+row-remap 22 s after a user's ``exit 3``; that is the next job's finding, not this one's);
+(b) the window never starts before the run did (a 3-minute job must not inherit a signal from the
+job before it); (c) the run's own record and tag come before windowed node evidence.
+
+Causes are normalised to the check (:func:`normalise_cause`): ``aegis: <check>: <evidence>`` and
+``DRAIN: aegis: <check>: ...`` both become ``<check>``, so one check is one cause.
 
 A FAILED run without evidence is a user failure.  :func:`attribute_failures` adds the columns
 ``row_id``, ``infra_failure``, ``attribution_source``, ``cause`` and ``blamed_nodes``.
@@ -32,6 +43,21 @@ CANDIDATE_STATES = ("FAILED", "NODE_FAIL")
 SOURCES = ("node_signal", "admin_comment", "node_event", "node_fail")
 
 _TAG = r"aegis:v1;hw=([^;\s]+)"
+#: Leading Slurm state labels ("DRAIN: ", "DOWN+DRAIN: ") in front of a reason.
+_STATE_PREFIX = r"^(?:[A-Z_]+[*~#!%$@^-]?(?:\+[A-Z_]+[*~#!%$@^-]?)*:\s*)+"
+_AEGIS_CHECK = r"^aegis:\s*([^:\s]+)"
+
+
+def normalise_cause(label: pl.Expr) -> pl.Expr:
+    """One name per check: ``aegis: <check>: <evidence>`` (with or without a leading state such
+    as ``DRAIN:``) becomes ``<check>``; other reasons lose the state prefix and surrounding
+    blanks (``DOWN: Not responding`` → ``Not responding``)."""
+    bare = label.str.replace(_STATE_PREFIX, "").str.strip_chars()
+    return (
+        pl.when(bare.str.contains(_AEGIS_CHECK))
+        .then(bare.str.extract(_AEGIS_CHECK, 1))
+        .otherwise(bare)
+    )
 
 
 def _window_match(
@@ -45,7 +71,7 @@ def _window_match(
     """Per candidate run, the earliest evidence row on an allocated node inside the window.
 
     Vectorized with an as-of join per node: for each (run, node) find the first evidence time
-    ≥ End − before, within a tolerance of before + after.  Returns row_id, cause, blamed_nodes.
+    ≥ max(Start, End − before) up to End + after.  Returns row_id, cause, blamed_nodes.
     """
     if cand.is_empty() or evidence.is_empty():
         return pl.DataFrame(
@@ -56,11 +82,18 @@ def _window_match(
             }
         )
     left = (
-        cand.select("row_id", "nodes", "end_time")
+        cand.select("row_id", "nodes", "start_time", "end_time")
         .explode("nodes")
         .rename({"nodes": "node"})
         .drop_nulls(["node", "end_time"])
-        .with_columns((pl.col("end_time") - before).alias("_t"))
+        # The window never opens before the run started: evidence from the previous job's
+        # allocation of the node is that job's, not this one's.
+        .with_columns(
+            pl.max_horizontal(
+                pl.col("end_time") - before, pl.col("start_time").fill_null(pl.col("end_time"))
+            ).alias("_t"),
+            (pl.col("end_time") + after).alias("_until"),
+        )
         .sort("_t")
     )
     right = (
@@ -81,8 +114,53 @@ def _window_match(
         tolerance=before + after,
         suffix="_ev",
         check_sortedness=False,
-    ).filter(pl.col("_label").is_not_null())
+    ).filter(pl.col("_label").is_not_null() & (pl.col("_et") <= pl.col("_until")))
     # Earliest evidence first: that is the most likely cause.
+    return (
+        hits.sort("row_id", "_et")
+        .group_by("row_id", maintain_order=True)
+        .agg(pl.col("_label").first().alias("cause"), pl.col("node").unique().alias("blamed_nodes"))
+    )
+
+
+def _own_record_match(cand: pl.DataFrame, own: pl.DataFrame) -> pl.DataFrame:
+    """Critical signals of the run's own Epilog record: same job id (JobIDRaw, what the Epilog
+    sees as SLURM_JOB_ID), same run (SLURM_JOB_RESTART_COUNT = run_index), a node of the run,
+    and the same cluster when both name one.  Earliest signal first."""
+    if cand.is_empty() or own.is_empty():
+        return pl.DataFrame(
+            schema={
+                "row_id": pl.UInt32(),
+                "cause": pl.String(),
+                "blamed_nodes": pl.List(pl.String()),
+            }
+        )
+    right = own.select(
+        pl.col("job_id").cast(pl.String).alias("_job"),
+        pl.col("run").cast(pl.Int64).fill_null(0).alias("_run")
+        if "run" in own.columns
+        else pl.lit(0, pl.Int64).alias("_run"),
+        pl.col("cluster").fill_null("").alias("_cl")
+        if "cluster" in own.columns
+        else pl.lit("").alias("_cl"),
+        "node",
+        pl.col("time").alias("_et"),
+        pl.col("signal").alias("_label"),
+    )
+    left = (
+        cand.select(
+            "row_id",
+            pl.col("job_id_raw").cast(pl.String).alias("_job"),
+            pl.col("run_index").cast(pl.Int64).fill_null(0).alias("_run"),
+            pl.col("cluster").fill_null("").alias("_rcl"),
+            "nodes",
+        )
+        .explode("nodes")
+        .rename({"nodes": "node"})
+    )
+    hits = left.join(right, on=["_job", "_run", "node"]).filter(
+        (pl.col("_cl") == "") | (pl.col("_rcl") == "") | (pl.col("_cl") == pl.col("_rcl"))
+    )
     return (
         hits.sort("row_id", "_et")
         .group_by("row_id", maintain_order=True)
@@ -114,11 +192,15 @@ def attribute_failures(
     runs = runs.with_row_index("row_id") if "row_id" not in runs.columns else runs
     cand = runs.filter(pl.col("state").is_in(CANDIDATE_STATES))
 
-    sig = pl.DataFrame(
+    empty = pl.DataFrame(
         schema={"row_id": pl.UInt32(), "cause": pl.String(), "blamed_nodes": pl.List(pl.String())}
     )
+    own = sig = empty
     if signals is not None and not signals.is_empty():
         crit = signals.filter(pl.col("critical"))
+        if "job_id" in crit.columns:
+            own = _own_record_match(cand, crit.filter(pl.col("job_id").is_not_null()))
+            crit = crit.filter(pl.col("job_id").is_null())  # another job's record: never
         sig = _window_match(cand, crit, "time", "signal", before, after)
 
     tag_cause, tag_nodes = parse_aegis_tag(pl.col("admin_comment").fill_null(""))
@@ -126,7 +208,7 @@ def attribute_failures(
         pl.col("cause").is_not_null()
     )
 
-    ev = sig.clear()
+    ev = empty
     if events is not None and not events.is_empty():
         fe = failure_events(events, exclude_event_reasons).with_columns(
             pl.concat_str([pl.col("state"), pl.col("reason").fill_null("")], separator=": ").alias(
@@ -135,18 +217,24 @@ def attribute_failures(
         )
         ev = _window_match(cand, fe, "time_start", "_label", before, after)
 
-    def tagged(frame: pl.DataFrame, source: str) -> pl.DataFrame:
+    def tagged(frame: pl.DataFrame, source: str, prio: int) -> pl.DataFrame:
         return frame.select(
             "row_id",
-            pl.col("cause").cast(pl.String),
+            normalise_cause(pl.col("cause").cast(pl.String)).alias("cause"),
             pl.col("blamed_nodes").cast(pl.List(pl.String())),
             pl.lit(source).alias("attribution_source"),
-            pl.lit(SOURCES.index(source)).alias("_prio"),
+            pl.lit(prio).alias("_prio"),
         )
 
     evidence = (
         pl.concat(
-            [tagged(sig, "node_signal"), tagged(tag, "admin_comment"), tagged(ev, "node_event")]
+            [
+                # The run's own evidence first (its Epilog record, then its tag), then windows.
+                tagged(own, "node_signal", 0),
+                tagged(tag, "admin_comment", 1),
+                tagged(sig, "node_signal", 2),
+                tagged(ev, "node_event", 3),
+            ]
         )
         .sort("row_id", "_prio")
         .unique("row_id", keep="first", maintain_order=True)

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import polars as pl
 
+from aegis_slurm.errors import InputError
+
+
+class AnalyticsError(InputError):
+    """Inputs a reliability formula or section cannot mean anything for (negative rates, zero
+    GPUs, an empty period...): a one-line error, exit code 1."""
+
+
 #: Half an hour of lost work per interruption: hourly checkpoints (HPCA'25 §IV, spec §3.1).
 LOST_WORK_CAP_S = 1800
 
@@ -55,3 +63,27 @@ def prev_in_group(expr: pl.Expr, group: str) -> pl.Expr:
     """``expr.shift(1)`` within groups of a frame sorted by ``group`` (null at a group start)."""
     same = (pl.col(group) == pl.col(group).shift(1)).fill_null(False)
     return pl.when(same).then(expr.shift(1))
+
+
+def has_runtime() -> pl.Expr:
+    """A run that ran: some runtime, or an infrastructure failure (a node can die at launch).
+    A job cancelled before it started adds no run-time and no row to MTTF or r_f."""
+    ran = pl.col("elapsed_s").fill_null(0) > 0
+    if_infra = pl.col("infra_failure").fill_null(False)
+    return ran | if_infra
+
+
+def impute_end_time() -> pl.Expr:
+    """End = Start + Elapsed for an ended run whose End sacct printed as Unknown (seen on
+    NODE_FAIL records): without it the run counts in the taxonomy but not in r_f."""
+    return (
+        pl.when(
+            pl.col("end_time").is_null()
+            & pl.col("ended").fill_null(False)
+            & pl.col("start_time").is_not_null()
+            & pl.col("elapsed_s").is_not_null()
+        )
+        .then(pl.col("start_time") + pl.duration(seconds=pl.col("elapsed_s")))
+        .otherwise(pl.col("end_time"))
+        .alias("end_time")
+    )

@@ -125,6 +125,33 @@ def ettr_renewal(
     return run_minutes / e_w if math.isfinite(e_w) else 0.0
 
 
+def ettr_renewal_array(
+    n_nodes: float,
+    rf: np.ndarray | float,
+    u0: float,
+    dt_cp: np.ndarray | float,
+    w_cp: float = 0.0,
+    q: float = 0.0,
+) -> np.ndarray:
+    """Long-run exact renewal E[ETTR] = Δt / E_seg(Δt + w), vectorized over r_f and Δt (numpy
+    broadcasting); the same formula as :func:`ettr_renewal` with ``run_minutes=None``.
+
+    Used wherever λΔt is not small (curves, the r_f × Δt map): the linear form reads 0 once
+    λ(u0 + Δt/2) ≥ 1 while the true E[ETTR] is still well above it.
+    """
+    rf_a, dt_a = np.broadcast_arrays(np.asarray(rf, dtype=float), np.asarray(dt_cp, dtype=float))
+    lam = n_nodes * rf_a / MIN_PER_DAY
+    tau = dt_a + w_cp
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        safe = np.where(lam > 0, lam, 1.0)
+        p = -np.expm1(-safe * tau)
+        block = (1.0 / safe + q) * np.expm1(np.minimum(safe * (u0 + tau), 700.0))
+        seg = p / safe + p * (q + block)
+        seg = np.where(lam > 0, seg, tau)
+        out = np.where(np.isfinite(seg) & (seg > 0), dt_a / seg, 0.0)
+    return out
+
+
 @dataclass(frozen=True)
 class MonteCarloResult:
     mean: float

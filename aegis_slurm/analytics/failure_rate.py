@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.analytics.common import node_days
+from aegis_slurm.analytics.common import has_runtime, node_days
 from aegis_slurm.analytics.mttf import poisson_rate_interval
 
 DEFAULT_MIN_GPUS = 128
@@ -24,6 +24,7 @@ def _population(attributed: pl.DataFrame, min_gpus: int) -> pl.DataFrame:
         (pl.col("gpus") > min_gpus)
         & pl.col("elapsed_s").is_not_null()
         & pl.col("end_time").is_not_null()
+        & has_runtime()
     ).with_columns(node_days().alias("_nd"))
 
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import polars as pl
 from scipy import stats
 
-from aegis_slurm.analytics.common import gpu_bucket, node_days
+from aegis_slurm.analytics.common import gpu_bucket, has_runtime, node_days
 
 Method = Literal["chi2", "gamma", "jeffreys"]
 
@@ -20,8 +20,10 @@ def poisson_rate_interval(
     """Two-sided ``conf`` interval on MTTF = exposure/k for k failures over ``exposure``.
 
     * ``chi2`` (default, exact time-truncated Poisson):
-      MTTF ∈ [2T/χ²_{1−α/2}(2k+2), 2T/χ²_{α/2}(2k)],
-      upper = ∞ when k = 0 (spec §2.3);
+      MTTF ∈ [2T/χ²_{1−α/2}(2k+2), 2T/χ²_{α/2}(2k)] (spec §2.3).  With k = 0 there is no upper
+      limit, so the whole 1 − ``conf`` goes to the one lower bound: MTTF > 2T/χ²_{conf}(2) =
+      T/(−ln(1 − conf)), i.e. T/2.303 at 90% (the two-sided formula would give T/3.00, a 95%
+      one-sided bound mislabelled 90%);
     * ``gamma`` (the paper's "fitted Gamma" read as a posterior λ ~ Gamma(k, rate T)):
       MTTF ∈ [T/G_k⁻¹(1−α/2), T/G_k⁻¹(α/2)]; (0, ∞) when k = 0;
     * ``jeffreys``: λ ~ Gamma(k + ½, rate T).
@@ -33,6 +35,8 @@ def poisson_rate_interval(
     if exposure <= 0:
         return (math.nan, math.nan)
     if method == "chi2":
+        if k == 0:
+            return (float(exposure / -math.log1p(-conf)), math.inf)
         lo = 2.0 * exposure / stats.chi2.ppf(1.0 - a, 2 * k + 2)
         hi = math.inf if k == 0 else 2.0 * exposure / stats.chi2.ppf(a, 2 * k)
         return (float(lo), float(hi))
@@ -77,7 +81,10 @@ def mttf_by_size(
     runtime-weighted mean node count of the bucket (spec §2.2).
     """
     df = attributed.filter(
-        pl.col("gpus") >= 1, pl.col("elapsed_s").is_not_null(), pl.col("end_time").is_not_null()
+        pl.col("gpus") >= 1,
+        pl.col("elapsed_s").is_not_null(),
+        pl.col("end_time").is_not_null(),
+        has_runtime(),
     ).with_columns(gpu_bucket(), node_days().alias("_nd"))
     agg = (
         df.group_by("gpu_bucket")

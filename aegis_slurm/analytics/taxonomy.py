@@ -40,9 +40,10 @@ def failure_taxonomy(attributed: pl.DataFrame) -> dict[str, Any]:
     ``attributed`` is the output of :func:`attribution.attribute_failures`; open states
     (RUNNING/PENDING) are left out.
     """
-    df = attributed.filter(pl.col("ended") | (pl.col("state") == "REQUEUED")).with_columns(
-        gpu_hours().alias("_gh"), _CATEGORY.alias("category")
-    )
+    # Same population as r_f and MTTF: runs with an end time (see common.impute_end_time).
+    df = attributed.filter(
+        (pl.col("ended") | (pl.col("state") == "REQUEUED")) & pl.col("end_time").is_not_null()
+    ).with_columns(gpu_hours().alias("_gh"), _CATEGORY.alias("category"))
     infra = df.filter(pl.col("infra_failure"))
     return {
         "total_runs": df.height,

@@ -38,6 +38,8 @@ COMMANDS: dict[str, str] = {
     "diagnose": "aegis_slurm.cli.signals_cmd:diagnose",
     "report": "aegis_slurm.cli.report_cmd:report",
     "store": "aegis_slurm.cli.store_cmd:store",
+    "check": "aegis_slurm.cli.check_cmd:check",
+    "availability": "aegis_slurm.cli.analytics_cmd:availability",
 }
 
 

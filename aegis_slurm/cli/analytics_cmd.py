@@ -4,30 +4,22 @@ requeue-loops, lemon-nodes.  Every command takes ``--json`` and then prints one 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
+from aegis_slurm.errors import InputError
 
-def _clean(o: Any) -> Any:
-    """JSON-safe: datetimes to ISO 8601, inf/NaN to null."""
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, list | tuple):
-        return [_clean(v) for v in o]
-    if isinstance(o, float) and (math.isinf(o) or math.isnan(o)):
-        return None
-    if isinstance(o, datetime | date):
-        return o.isoformat()
-    return o
+_DATE = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"])
 
 
 def _emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]) -> None:
-    result = _clean(result)
+    from aegis_slurm.sections import clean
+
+    result = clean(result)
     click.echo(json.dumps(result, sort_keys=False) if as_json else human(result))
 
 
@@ -50,76 +42,159 @@ def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
 
 
 def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    f = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(f)
-    f = click.option(
-        "--signals",
-        "signals_path",
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="Node-signal table (Parquet or CSV: node, time, signal, critical) for attribution.",
-    )(f)
-    f = click.option(
-        "--events",
-        "events_paths",
-        multiple=True,
-        type=click.Path(exists=True, dir_okay=False, path_type=Path),
-        help="`sacctmgr show event -P` export(s) with header, for attribution (repeatable).",
-    )(f)
+    """--store, evidence (--events, --signals), the period (--month or --start/--end), --config
+    and --json: every analytics command reads its inputs through the sections layer."""
+    opts = [
+        click.option(
+            "--store",
+            required=True,
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            help="Store directory written by `aegis-slurm ingest`.",
+        ),
+        click.option(
+            "--events",
+            "events_paths",
+            multiple=True,
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="`sacctmgr show event -P` export(s) with header, for attribution (repeatable).",
+        ),
+        click.option(
+            "--signals",
+            "signals_paths",
+            multiple=True,
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Node-signal table (Parquet/CSV: node, time, signal, critical) or a store's "
+            "signals/records.parquet (repeatable).  Collected Epilog records of --store are "
+            "always used.",
+        ),
+        click.option(
+            "--month",
+            default=None,
+            metavar="YYYY-MM",
+            help="Analyse the runs that ended in this UTC month (not with --start/--end).",
+        ),
+        click.option(
+            "--start",
+            type=_DATE,
+            default=None,
+            help="Analyse runs that ended at or after this UTC date/time.",
+        ),
+        click.option(
+            "--end",
+            type=_DATE,
+            default=None,
+            help="Analyse runs that ended before this UTC date/time.",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            default=None,
+            help="Site config (TOML, [analytics] table); default /etc/aegis-slurm/aegis.toml "
+            "when it exists.",
+        ),
+        click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def period_of(month: str | None, start: datetime | None, end: datetime | None) -> Any:
+    """The sections' Period for --month or --start/--end (naive times are UTC)."""
+    from aegis_slurm.sections import Month, Period
+
+    if month and (start or end):
+        raise click.UsageError("give --month or --start/--end, not both")
+    if month:
+        try:
+            return Month.parse(month).period
+        except (ValueError, InputError) as exc:
+            raise click.BadParameter(str(exc), param_hint="--month") from exc
+    s = start.replace(tzinfo=UTC) if start and start.tzinfo is None else start
+    e = end.replace(tzinfo=UTC) if end and end.tzinfo is None else end
+    if s and e and s >= e:
+        raise click.BadParameter("--start must be before --end", param_hint="--start")
+    return Period(s, e)
+
+
+def _inputs(
+    store: Path,
+    events_paths: tuple[Path, ...],
+    signals_paths: tuple[Path, ...],
+    month: str | None = None,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    config_path: Path | None = None,
+) -> Any:
+    from aegis_slurm.sections import load_inputs, load_settings
+
+    return load_inputs(
+        store,
+        events_paths,
+        signals_paths,
+        period_of(month, start, end),
+        load_settings(config_path),
+    )
+
+
+def _by_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
-        "--store",
-        required=True,
-        type=click.Path(exists=True, file_okay=False, path_type=Path),
-        help="Store directory written by `aegis-slurm ingest`.",
+        "--by",
+        type=click.Choice(["partition", "account", "user", "qos", "gpu_type"]),
+        default=None,
+        help="Break the section down by this run attribute: prints "
+        '{"by": ..., "groups": [{"group": value, ...section}]}, largest GPU-hours first.',
     )(f)
 
 
-def _load(
-    store: Path, events_paths: tuple[Path, ...], signals_path: Path | None
-) -> tuple[Any, Any]:
-    """(attributed runs, events or None)."""
-    import polars as pl
+def _run_section(
+    kw: dict[str, Any], section: Callable[..., dict[str, Any]], *args: Any
+) -> dict[str, Any]:
+    """The section over the period, or per group with --by (same function either way)."""
+    from aegis_slurm.sections import compute
 
-    from aegis_slurm.accounting import load_runs
-    from aegis_slurm.accounting.events import load_events
-    from aegis_slurm.analytics.attribution import attribute_failures
+    by = kw.pop("by", None)
+    inp = _src(kw)
+    if by is None:
+        return section(inp, *args)
+    return compute.by_group(inp, by, lambda sub: section(sub, *args))
 
-    runs = load_runs(store)
-    events = load_events(events_paths) if events_paths else None
-    signals = None
-    if signals_path is not None:
-        if signals_path.suffix == ".parquet":
-            signals = pl.read_parquet(signals_path)
-        else:
-            signals = pl.read_csv(signals_path, try_parse_dates=True)
-        signals = signals.with_columns(
-            pl.col("time").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-            if signals.schema["time"] != pl.Datetime("us", "UTC")
-            else pl.col("time"),
-            pl.col("critical").cast(pl.Boolean),
-        )
-    # Epilog signals brought in by `aegis-slurm signals collect` are used automatically
-    from aegis_slurm.accounting.signals import load_signals
 
-    collected = load_signals(store)
-    if collected is not None and not collected.is_empty():
-        cols = ["node", "time", "signal", "critical"]
-        signals = (
-            collected.select(cols)
-            if signals is None
-            else pl.concat([signals.select(cols), collected.select(cols)])
-        )
-    return attribute_failures(runs, signals, events), events
+def _emit_grouped(
+    res: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]
+) -> None:
+    if "groups" not in res or as_json:
+        _emit(res, as_json, human)
+        return
+    from aegis_slurm.sections import clean
+
+    for g in clean(res)["groups"]:
+        click.echo(f"== {res['by']} {g['group']} ==\n{human(g)}\n")
+
+
+def _src(kw: dict[str, Any]) -> Any:
+    """Inputs for the store options in ``kw`` (removes them; leaves the command's own)."""
+    return _inputs(
+        kw.pop("store"),
+        kw.pop("events_paths"),
+        kw.pop("signals_paths"),
+        kw.pop("month"),
+        kw.pop("start"),
+        kw.pop("end"),
+        kw.pop("config_path"),
+    )
 
 
 @click.command()
 @_store_options
-def taxonomy(
-    store: Path, events_paths: tuple[Path, ...], signals_path: Path | None, as_json: bool
-) -> None:
+@_by_option
+def taxonomy(**kw: Any) -> None:
     """Runs and GPU-hours per end state, infra vs user failures, causes (HPCA'25 Fig. 3)."""
-    from aegis_slurm.analytics.taxonomy import failure_taxonomy
+    from aegis_slurm.sections import compute
 
-    runs, _ = _load(store, events_paths, signals_path)
-    res = failure_taxonomy(runs)
+    as_json = kw.pop("as_json")
+    res = _run_section(kw, compute.taxonomy)
 
     def human(r: dict[str, Any]) -> str:
         return (
@@ -132,29 +207,30 @@ def taxonomy(
             + f"\n\nAttribution sources: {json.dumps(r['attribution_sources'])}"
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("failure-rate")
 @_store_options
+@_by_option
 @click.option(
-    "--min-gpus", default=128, show_default=True, help="Count runs with MORE than this many GPUs."
+    "--min-gpus",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Count runs with MORE than this many GPUs [default: 128 or the site config].",
 )
-@click.option("--window-days", default=30, show_default=True, help="Rolling window for the series.")
-def failure_rate_cmd(
-    store: Path,
-    events_paths: tuple[Path, ...],
-    signals_path: Path | None,
-    as_json: bool,
-    min_gpus: int,
-    window_days: int,
-) -> None:
+@click.option(
+    "--window-days",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Rolling window for the series, days [default: 30].",
+)
+def failure_rate_cmd(**kw: Any) -> None:
     """Cluster failure rate r_f per node-day (HPCA'25 §V), rolling series and causes."""
-    from aegis_slurm.analytics.failure_rate import failure_rate, rolling_failure_rate
+    from aegis_slurm.sections import compute
 
-    runs, _ = _load(store, events_paths, signals_path)
-    res = failure_rate(runs, min_gpus=min_gpus)
-    res["rolling"] = rolling_failure_rate(runs, min_gpus, window_days).to_dicts()
+    as_json = kw.pop("as_json")
+    res = _run_section(kw, compute.failure_rate, kw["min_gpus"], kw["window_days"])
 
     def human(r: dict[str, Any]) -> str:
         rf = r["rf_per_node_day"]
@@ -166,63 +242,72 @@ def failure_rate_cmd(
             f"{r['node_days']:,.1f} node-days of {r['runs']} runs with > {r['min_gpus']} GPUs"
         )
         if r["lower_bound_only"]:
-            s += "\nNo FAILED run attributed: this is a NODE_FAIL-only lower bound."
+            s += (
+                "\nNo node events, signals or aegis tags: FAILED runs could not be attributed, "
+                "so this counts NODE_FAIL only and is a lower bound."
+            )
         return (
             s
             + "\n\n"
             + _table(r["by_cause"], ["cause", "attribution_source", "failures", "rf_per_node_day"])
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
+
+
+def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        sizes = tuple(int(x) for x in value.split(",") if x.strip())
+    except ValueError as exc:
+        raise click.BadParameter("comma-separated GPU counts, e.g. 16384,131072") from exc
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter("GPU counts must be >= 1")
+    return sizes
 
 
 @click.command()
 @_store_options
+@_by_option
 @click.option(
-    "--min-gpus", default=128, show_default=True, help="Population for r_f (theory line)."
+    "--min-gpus",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Population for r_f (theory line) [default: 128 or the site config].",
 )
 @click.option(
     "--method",
     type=click.Choice(["chi2", "gamma", "jeffreys"]),
-    default="chi2",
-    show_default=True,
-    help="90% interval method.",
+    default=None,
+    help="90% interval method [default: chi2].",
 )
 @click.option(
     "--project",
     "project_sizes",
-    default="16384,131072",
-    show_default=True,
-    help="Comma-separated GPU counts to project MTTF for.",
+    default=None,
+    callback=_sizes,
+    help="Comma-separated GPU counts to project MTTF for [default: 16384,131072].",
 )
-@click.option("--gpus-per-node", default=8, show_default=True)
-def mttf(
-    store: Path,
-    events_paths: tuple[Path, ...],
-    signals_path: Path | None,
-    as_json: bool,
-    min_gpus: int,
-    method: str,
-    project_sizes: str,
-    gpus_per_node: int,
-) -> None:
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=1),
+    default=None,
+    help="GPUs per node for projections [default: site config, else from the data].",
+)
+def mttf(**kw: Any) -> None:
     """MTTF by power-of-two GPU bucket with 90% intervals and the 1/(N r_f) line (Fig. 7)."""
-    from aegis_slurm.analytics.failure_rate import failure_rate
-    from aegis_slurm.analytics.mttf import mttf_by_size, project_mttf
+    from aegis_slurm.sections import compute
 
-    runs, _ = _load(store, events_paths, signals_path)
-    rf = failure_rate(runs, min_gpus=min_gpus)["rf_per_node_day"]
-    sizes = [int(x) for x in project_sizes.split(",") if x.strip()]
-    res = {
-        "rf_per_node_day": rf,
-        "method": method,
-        "buckets": mttf_by_size(runs, rf, method=method),  # type: ignore[arg-type]
-        "projections": project_mttf(sizes, rf, gpus_per_node) if rf else [],
-    }
+    as_json = kw.pop("as_json")
+    res = _run_section(
+        kw, compute.mttf, kw["min_gpus"], kw["method"], kw["project_sizes"], kw["gpus_per_node"]
+    )
 
     def human(r: dict[str, Any]) -> str:
         return (
-            f"r_f = {_fmt(r['rf_per_node_day'])} per node-day; intervals: {r['method']}\n"
+            f"r_f = {_fmt(r['rf_per_node_day'])} per node-day; intervals: {r['method']}; "
+            f"{r['gpus_per_node']} GPUs/node ({r['gpus_per_node_source']})\n"
             + _table(
                 r["buckets"],
                 [
@@ -240,21 +325,38 @@ def mttf(
             + _table(r["projections"], ["gpus", "n_nodes", "mttf_hours"])
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
-        click.option("--gpus", type=int, required=True, help="GPUs of the job."),
-        click.option("--gpus-per-node", default=8, show_default=True),
-        click.option("--rf", type=float, required=True, help="Failures per node-day, e.g. 0.0065."),
         click.option(
-            "--restart-min", "u0", type=float, required=True, help="u0: restart/init minutes."
+            "--gpus", type=click.IntRange(min=1), required=True, help="GPUs of the job (>= 1)."
+        ),
+        click.option(
+            "--gpus-per-node",
+            type=click.IntRange(min=1),
+            default=8,
+            show_default=True,
+            help="GPUs per node: the job's node count is ceil(gpus / this).",
+        ),
+        click.option(
+            "--rf",
+            type=click.FloatRange(min=0.0),
+            required=True,
+            help="Failures per node-day, e.g. 0.0065 (>= 0; 0 means no failures expected).",
+        ),
+        click.option(
+            "--restart-min",
+            "u0",
+            type=click.FloatRange(min=0.0),
+            required=True,
+            help="u0: restart/init minutes (>= 0).",
         ),
         click.option(
             "--ckpt-write-min",
             "w",
-            type=float,
+            type=click.FloatRange(min=0.0),
             default=0.0,
             show_default=True,
             help="Blocking checkpoint write minutes (0 = non-blocking).",
@@ -262,7 +364,7 @@ def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--queue-min",
             "q",
-            type=float,
+            type=click.FloatRange(min=0.0),
             default=0.0,
             show_default=True,
             help="Expected queue wait after submit and every interruption, minutes.",
@@ -277,11 +379,15 @@ def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.command()
 @_job_options
 @click.option(
-    "--ckpt-interval-min", "dt", type=float, required=True, help="Checkpoint interval, minutes."
+    "--ckpt-interval-min",
+    "dt",
+    type=click.FloatRange(min=0.0, min_open=True),
+    required=True,
+    help="Checkpoint interval, minutes (> 0).",
 )
 @click.option(
     "--run-days",
-    type=float,
+    type=click.FloatRange(min=0.0, min_open=True),
     default=30.0,
     show_default=True,
     help="Training time the run needs, days (finite form and Monte Carlo).",
@@ -289,12 +395,12 @@ def _job_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--monte-carlo",
     "reps",
-    type=int,
+    type=click.IntRange(min=0),
     default=1000,
     show_default=True,
     help="Monte Carlo replications (0 = skip).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Monte Carlo RNG seed.")
 def ettr(
     gpus: int,
     gpus_per_node: int,
@@ -324,6 +430,8 @@ def ettr(
         "ettr_renewal": E.ettr_renewal(n, rf, u0, dt, w, q),
         "ettr_renewal_finite": E.ettr_renewal(n, rf, u0, dt, w, q, run_min),
         "monte_carlo": None,
+        # λΔt: the linear forms hold only while it is small (≲ 0.1).
+        "lambda_dt": E.job_failure_rate_per_min(n, rf) * dt,
     }
     if reps > 0:
         try:
@@ -339,18 +447,26 @@ def ettr(
                 f"E[ETTR] published (no q) {_fmt(r['ettr_published'])}",
                 f"E[ETTR] long run        {_fmt(r['ettr'])}",
                 f"E[ETTR] finite run      {_fmt(r['ettr_finite'])}",
-                f"E[ETTR] exact renewal   {_fmt(r['ettr_renewal_finite'])}",
+                f"E[ETTR] exact renewal   {_fmt(r['ettr_renewal_finite'])}"
+                + (
+                    f"   <- the one to use: λΔt = {r['lambda_dt']:.2f} is not small"
+                    if r["lambda_dt"] > 0.1
+                    else ""
+                ),
                 f"Monte Carlo             {_fmt(mc.get('mean'))} ± {_fmt(mc.get('stderr'), 4)}",
             ]
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("checkpoint-plan")
 @_job_options
 @click.option(
-    "--target-ettr", type=float, default=None, help="Solve for the interval reaching this."
+    "--target-ettr",
+    type=click.FloatRange(min=0.0, max=1.0, min_open=True, max_open=True),
+    default=None,
+    help="Solve for the longest interval reaching this E[ETTR] (0 < x < 1).",
 )
 def checkpoint_plan_cmd(
     gpus: int,
@@ -373,8 +489,11 @@ def checkpoint_plan_cmd(
         s = (
             f"{r['gpus']} GPUs, job MTTF {_fmt(r['mttf_min'])} min\n"
             f"Young {_fmt(r['young_min'])} min, Daly {_fmt(r['daly_min'])} min, "
-            f"E[ETTR] optimum {_fmt(r['optimal_min'])} min -> {_fmt(r['ettr_at_optimal'])}"
+            f"E[ETTR] optimum {_fmt(r['optimal_min'])} min -> {_fmt(r['ettr_at_optimal'])} "
+            "(exact renewal form)"
         )
+        for note in r["notes"]:
+            s += f"\nNote: {note}"
         if r["target_ettr"] is not None:
             s += f"\nTarget {r['target_ettr']}: " + (
                 f"{_fmt(r['interval_for_target_min'])} min"
@@ -383,28 +502,18 @@ def checkpoint_plan_cmd(
             )
         return s
 
-    _emit(res, as_json, human)
-
-
-def _linked(
-    store: Path, events_paths: tuple[Path, ...], signals_path: Path | None
-) -> tuple[Any, Any]:
-    from aegis_slurm.analytics.job_runs import link_job_runs
-
-    runs, events = _load(store, events_paths, signals_path)
-    return link_job_runs(runs), events
+    _emit_grouped(res, as_json, human)
 
 
 @click.command()
 @_store_options
-def goodput(
-    store: Path, events_paths: tuple[Path, ...], signals_path: Path | None, as_json: bool
-) -> None:
+@_by_option
+def goodput(**kw: Any) -> None:
     """GPU-hours lost to infrastructure failures, first and second order (Fig. 8)."""
-    from aegis_slurm.analytics.goodput import goodput_lost
+    from aegis_slurm.sections import compute
 
-    runs, _ = _linked(store, events_paths, signals_path)
-    res = goodput_lost(runs)
+    as_json = kw.pop("as_json")
+    res = _run_section(kw, compute.goodput)
 
     def human(r: dict[str, Any]) -> str:
         return (
@@ -423,46 +532,44 @@ def goodput(
             )
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("requeue-loops")
 @_store_options
-@click.option("--min-failed-runs", "k", default=3, show_default=True)
-@click.option("--window-hours", default=24.0, show_default=True)
-@click.option("--short-min", default=30.0, show_default=True, help="Median run time below this.")
+@click.option(
+    "--min-failed-runs",
+    "k",
+    type=click.IntRange(min=2),
+    default=None,
+    help="Consecutive failed runs that make a loop [default: 3].",
+)
+@click.option(
+    "--window-hours",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=None,
+    help="The failed runs must fall within this many hours [default: 24].",
+)
+@click.option(
+    "--short-min",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=None,
+    help="Median run time below this, minutes [default: 30].",
+)
 @click.option(
     "--rf",
-    type=float,
+    type=click.FloatRange(min=0.0),
     default=None,
     help="Failures per node-day for the bad-luck test of all-infrastructure streaks "
-    "(default: r_f measured on the store, runs with > 128 GPUs).",
+    "(default: r_f measured in the period, runs with > 128 GPUs).",
 )
-def requeue_loops_cmd(
-    store: Path,
-    events_paths: tuple[Path, ...],
-    signals_path: Path | None,
-    as_json: bool,
-    k: int,
-    window_hours: float,
-    short_min: float,
-    rf: float | None,
-) -> None:
-    """Crash loops: jobs requeued again and again, with the preemptions they caused."""
-    from datetime import timedelta
+def requeue_loops_cmd(**kw: Any) -> None:
+    """Crash loops: jobs requeued again and again, with the preemptions they caused.  A loop
+    that straddles the period's edge is seen whole (history is read beyond the period)."""
+    from aegis_slurm.sections import compute
 
-    from aegis_slurm.analytics.failure_rate import failure_rate
-    from aegis_slurm.analytics.loops import requeue_loops
-
-    runs, _ = _linked(store, events_paths, signals_path)
-    if rf is None:
-        rf = failure_rate(runs)["rf_per_node_day"]
-    res = {
-        "rf_per_node_day": rf,
-        "loops": requeue_loops(
-            runs, k, timedelta(hours=window_hours), timedelta(minutes=short_min), rf=rf
-        ),
-    }
+    as_json = kw.pop("as_json")
+    res = compute.requeue_loops(_src(kw), kw["k"], kw["window_hours"], kw["short_min"], kw["rf"])
 
     def human(r: dict[str, Any]) -> str:
         return _table(
@@ -471,41 +578,36 @@ def requeue_loops_cmd(
                 "job_id",
                 "gpus",
                 "requeues",
+                "failed_runs",
                 "median_run_min",
                 "preemptions_caused",
                 "gpu_hours_lost",
             ],
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("lemon-nodes")
 @_store_options
-@click.option("--window-days", default=28, show_default=True)
+@click.option(
+    "--window-days",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Trailing window ending at the period's last run end, days [default: 28].",
+)
 @click.option(
     "--min-node-fails",
-    default=3,
-    show_default=True,
-    help="Blamed infrastructure failures that flag a node on their own.",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Blamed infrastructure failures that flag a node on their own [default: 3].",
 )
-def lemon_nodes_cmd(
-    store: Path,
-    events_paths: tuple[Path, ...],
-    signals_path: Path | None,
-    as_json: bool,
-    window_days: int,
-    min_node_fails: int,
-) -> None:
+def lemon_nodes_cmd(**kw: Any) -> None:
     """Nodes that keep failing jobs over the last WINDOW days, ranked (HPCA'25 §V-C)."""
-    from aegis_slurm.analytics.lemon import LemonThresholds, lemon_nodes
+    from aegis_slurm.sections import compute
 
-    runs, events = _load(store, events_paths, signals_path)
-    res = lemon_nodes(
-        runs,
-        events,
-        thresholds=LemonThresholds(window_days=window_days, min_node_fails=min_node_fails),
-    )
+    as_json = kw.pop("as_json")
+    res = compute.lemon_nodes(_src(kw), kw["window_days"], kw["min_node_fails"])
 
     def human(r: dict[str, Any]) -> str:
         return f"Window {r['window_start']} .. {r['window_end']}\n" + _table(
@@ -521,45 +623,47 @@ def lemon_nodes_cmd(
             ],
         )
 
-    _emit(res, as_json, human)
+    _emit_grouped(res, as_json, human)
 
 
 @click.command("measured-ettr")
 @_store_options
 @click.option("--qos", default=None, help="Keep job runs of this QOS only (the paper: highest).")
-@click.option("--restart-min", "u0", default=5.0, show_default=True, help="u0 per restart.")
-@click.option("--ckpt-interval-min", "dt", default=60.0, show_default=True)
-@click.option("--min-hours", default=24.0, show_default=True, help="Minimum training time.")
-@click.option("--min-gpus", default=128, show_default=True, help="Population for r_f.")
-def measured_ettr_cmd(
-    store: Path,
-    events_paths: tuple[Path, ...],
-    signals_path: Path | None,
-    as_json: bool,
-    qos: str | None,
-    u0: float,
-    dt: float,
-    min_hours: float,
-    min_gpus: int,
-) -> None:
+@click.option(
+    "--restart-min",
+    "u0",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="u0 per restart, minutes [default: 5 or the site config].",
+)
+@click.option(
+    "--ckpt-interval-min",
+    "dt",
+    type=click.FloatRange(min=0.0, min_open=True),
+    default=None,
+    help="Checkpoint interval, minutes [default: 60 or the site config].",
+)
+@click.option(
+    "--min-hours",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    help="Minimum training time of a job run, hours [default: 24].",
+)
+@click.option(
+    "--min-gpus",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Population for r_f [default: 128 or the site config].",
+)
+def measured_ettr_cmd(**kw: Any) -> None:
     """ETTR measured on real job runs next to E[ETTR] (Fig. 9), and the job-size distribution
     with GPU-time shares (Fig. 6)."""
-    from aegis_slurm.analytics.failure_rate import failure_rate
-    from aegis_slurm.analytics.job_runs import (
-        measured_ettr,
-        measured_ettr_summary,
-        size_distribution,
-    )
+    from aegis_slurm.sections import compute
 
-    runs, _ = _linked(store, events_paths, signals_path)
-    rf = failure_rate(runs, min_gpus=min_gpus)["rf_per_node_day"]
-    per = measured_ettr(runs, rf, u0_min=u0, dt_cp_min=dt, min_training_hours=min_hours, qos=qos)
-    res = {
-        "rf_per_node_day": rf,
-        "job_runs": per.height,
-        "measured_ettr": measured_ettr_summary(per),
-        "size_distribution": size_distribution(runs),
-    }
+    as_json = kw.pop("as_json")
+    res = compute.measured_ettr(
+        _src(kw), kw["qos"], kw["u0"], kw["dt"], kw["min_hours"], kw["min_gpus"]
+    )
 
     def human(r: dict[str, Any]) -> str:
         return (
@@ -573,6 +677,37 @@ def measured_ettr_cmd(
                 r["size_distribution"],
                 ["gpu_bucket", "jobs", "job_share", "gpu_hours", "gpu_hour_share"],
             )
+        )
+
+    _emit_grouped(res, as_json, human)
+
+
+@click.command()
+@_store_options
+@click.option(
+    "--failures-only",
+    is_flag=True,
+    help="Count only failure events (leave out maintenance, Prolog/Epilog errors).",
+)
+def availability(**kw: Any) -> None:
+    """Node availability, downtime per node and MTTR from the node events (--events)."""
+    from aegis_slurm.sections import compute
+
+    as_json = kw.pop("as_json")
+    failures_only = kw.pop("failures_only")
+    inp = _src(kw)
+    if inp.events is None:
+        raise click.UsageError("availability needs node events: give --events FILE")
+    res = compute.availability(inp, failures_only)
+
+    def human(r: dict[str, Any]) -> str:
+        if r.get("availability") is None:
+            return "no run in the period: nothing to measure against"
+        return (
+            f"{r['nodes']} nodes, availability {100 * r['availability']:.2f}% "
+            f"({r['downtime_node_hours']:,.1f} of {r['node_hours']:,.0f} node-hours out); "
+            f"MTTR {_fmt(r['mttr_hours'])} h over {r['repaired_outages']} repaired outages\n"
+            + _table(r["worst_nodes"], ["node", "downtime_h", "outages"])
         )
 
     _emit(res, as_json, human)

@@ -35,15 +35,9 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     history to OUT/history/ (a sacct --parsable2 export, sacctmgr events, node signals), the
     store to OUT/store/, and the headline figures with the planted truth to OUT/summary.json.
     """
-    from aegis_slurm.accounting import ingest_files, load_runs
-    from aegis_slurm.accounting.events import load_events
-    from aegis_slurm.analytics.attribution import attribute_failures
-    from aegis_slurm.analytics.failure_rate import failure_rate
-    from aegis_slurm.analytics.job_runs import link_job_runs
-    from aegis_slurm.analytics.loops import requeue_loops
-    from aegis_slurm.analytics.mttf import mttf_by_size
-    from aegis_slurm.analytics.taxonomy import failure_taxonomy
-    from aegis_slurm.report.builder import _read_signals, build_report, latest_month
+    from aegis_slurm.accounting import ingest_files
+    from aegis_slurm.report.builder import build_report, latest_month
+    from aegis_slurm.sections import compute, load_inputs
     from aegis_slurm.simulate.history import SimConfig, simulate, write_history
 
     out.mkdir(parents=True, exist_ok=True)
@@ -52,24 +46,20 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     result = simulate(SimConfig(nodes=nodes, days=days, seed=seed, start=DEMO_START, crash_loops=5))
     paths = write_history(result, out / "history" / "sacct.txt")
     ingest = ingest_files([paths["sacct"]], out / "store")
-    # All three evidence sources, as the report uses them: node signals, AdminComment, events.
-    runs = attribute_failures(
-        load_runs(out / "store"),
-        _read_signals(Path(paths["signals"])),
-        load_events([paths["events"]]),
-    )
-    rate = failure_rate(runs)
+    # All three evidence sources, as the report uses them: node signals, AdminComment, events;
+    # the sections layer loads them once and computes what the commands print.
+    inp = load_inputs(out / "store", [Path(paths["events"])], [Path(paths["signals"])])
     summary = {
         "ingest": ingest,
-        "taxonomy": failure_taxonomy(runs),
-        "failure_rate": rate,
-        "mttf": mttf_by_size(runs, rf=rate["rf_per_node_day"]),
-        "requeue_loops": requeue_loops(link_job_runs(runs), rf=rate["rf_per_node_day"]),
+        "taxonomy": compute.taxonomy(inp),
+        "failure_rate": compute.failure_rate(inp),
+        "mttf": compute.mttf(inp)["buckets"],
+        "requeue_loops": compute.requeue_loops(inp)["loops"],
         "planted_truth": result.truth,
     }
     month = latest_month(out / "store")
     report = build_report(
-        out / "store", month, out, [Path(paths["events"])], Path(paths["signals"])
+        out / "store", month, out, [Path(paths["events"])], [Path(paths["signals"])]
     )
     summary["report"] = {
         "month": report["month"],
@@ -81,6 +71,7 @@ def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary, default=str))
         return
+    rate = summary["failure_rate"]
     rf = rate["rf_per_node_day"]
     click.echo(f"simulated {nodes} nodes x {days:g} days: {ingest['rows_kept']} job runs ingested")
     planted = result.truth["expected_rf_gt128"] * 1000

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from aegis_slurm.errors import InputError
+
 
 @click.command()
 @click.option(
@@ -36,9 +38,18 @@ import click
 )
 @click.option(
     "--signals",
-    "signals_path",
+    "signals_paths",
+    multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Node-signal table (Parquet or CSV: node, time, signal, critical).",
+    help="Node-signal table (Parquet/CSV: node, time, signal, critical) or a store's "
+    "signals/records.parquet (repeatable).  Collected Epilog records of --store are always used.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Site config (TOML, [analytics] table); default /etc/aegis-slurm/aegis.toml if present.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print report.json as one JSON object.")
 def report(
@@ -46,19 +57,20 @@ def report(
     month: str | None,
     out: Path,
     events_paths: tuple[Path, ...],
-    signals_path: Path | None,
+    signals_paths: tuple[Path, ...],
+    config_path: Path | None,
     as_json: bool,
 ) -> None:
     """Write OUT/index.html (one page, no network needed), OUT/report.json (every number on
     the page) and OUT/figures/*.png|svg for one month of the store."""
     from aegis_slurm.report.builder import build_report, latest_month
-    from aegis_slurm.report.compute import Month
+    from aegis_slurm.sections import Month, load_settings
 
     try:
         m = Month.parse(month) if month else latest_month(store)
-    except ValueError as exc:
+    except (ValueError, InputError) as exc:
         raise click.BadParameter(str(exc), param_hint="--month") from exc
-    rep = build_report(store, m, out, events_paths, signals_path)
+    rep = build_report(store, m, out, events_paths, signals_paths, load_settings(config_path))
     if as_json:
         click.echo(json.dumps(rep))
         return

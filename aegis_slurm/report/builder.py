@@ -15,14 +15,11 @@ from typing import Any
 
 import polars as pl
 
+from aegis_slurm.errors import NoDataError
 from aegis_slurm.report.compute import Month, compute_report
+from aegis_slurm.sections import DEFAULTS, Settings, clean, load_inputs
 
-
-def clean(o: Any) -> Any:
-    """JSON-safe, exactly like the CLI's ``--json``: ISO 8601 times, inf/NaN as null."""
-    from aegis_slurm.cli.analytics_cmd import _clean
-
-    return _clean(o)
+__all__ = ["build_report", "clean", "latest_month", "render_html"]
 
 
 def _env() -> Any:
@@ -72,19 +69,61 @@ def render_html(report: dict[str, Any], figures: dict[str, dict[str, Any]]) -> s
     return env.get_template("report.html.j2").render(r=report, fig=figures, css=css)
 
 
-def _read_signals(path: Path) -> pl.DataFrame:
-    sig = (
-        pl.read_parquet(path)
-        if path.suffix == ".parquet"
-        else pl.read_csv(path, try_parse_dates=True)
-    )
-    # Same normalisation as the analytics commands (cli/analytics_cmd._load).
-    return sig.with_columns(
-        pl.col("time").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
-        if sig.schema["time"] != pl.Datetime("us", "UTC")
-        else pl.col("time"),
-        pl.col("critical").cast(pl.Boolean),
-    )
+#: CSV name -> path of a list of rows inside the cleaned report (every table on the page).
+CSV_TABLES: dict[str, tuple[str, ...]] = {
+    "end_states": ("taxonomy", "by_state"),
+    "categories": ("taxonomy", "by_category"),
+    "infra_causes": ("taxonomy", "infra_by_cause"),
+    "failure_rate_by_cause": ("failure_rate", "by_cause"),
+    "failure_rate_rolling": ("failure_rate", "rolling"),
+    "mttf_by_size": ("mttf", "buckets"),
+    "mttf_projection": ("mttf_projection",),
+    "goodput_by_size": ("goodput", "by_size"),
+    "crash_loops": ("requeue_loops", "loops"),
+    "lemon_nodes": ("lemon_nodes", "nodes"),
+    "measured_ettr": ("measured_ettr", "measured_ettr"),
+    "job_sizes": ("measured_ettr", "size_distribution"),
+    "drains_by_check": ("drains", "by_check"),
+    "drains_by_node": ("drains", "by_node"),
+    "node_downtime": ("availability", "worst_nodes"),
+    "nodes_to_watch": ("summary", "nodes_to_watch"),
+    "month_over_month": ("month_over_month",),
+    "by_partition": ("breakdowns", "partition"),
+    "by_gpu_type": ("breakdowns", "gpu_type"),
+    "trend": ("trend",),
+}
+
+
+def write_csv(report: dict[str, Any], out: Path) -> dict[str, str]:
+    """Every table of the (cleaned) report as ``out/<name>.csv``; lists in a cell are joined
+    with "; ", nested objects written as JSON.  Returns name -> path relative to out's parent."""
+    import csv
+
+    out.mkdir(parents=True, exist_ok=True)
+    made: dict[str, str] = {}
+    for name, path in CSV_TABLES.items():
+        rows: Any = report
+        for key in path:
+            rows = rows.get(key) if isinstance(rows, dict) else None
+        if not isinstance(rows, list):
+            continue
+        cols: list[str] = []
+        for row in rows:
+            cols += [c for c in row if c not in cols]
+
+        def cell(v: Any) -> Any:
+            if isinstance(v, list):
+                return "; ".join(json.dumps(x) if isinstance(x, dict) else str(x) for x in v)
+            if isinstance(v, dict):
+                return json.dumps(v, sort_keys=True)
+            return "" if v is None else v
+
+        with open(out / f"{name}.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            w.writerows([[cell(row.get(c)) for c in cols] for row in rows])
+        made[name] = f"{out.name}/{name}.csv"
+    return made
 
 
 def build_report(
@@ -92,29 +131,38 @@ def build_report(
     month: Month | str,
     out: Path,
     events_paths: Iterable[Path] = (),
-    signals_path: Path | None = None,
+    signals_paths: Iterable[Path] | Path | None = None,
+    settings: Settings = DEFAULTS,
 ) -> dict[str, Any]:
-    """Load the store, compute the month, write ``out/index.html``, ``out/report.json`` and
-    ``out/figures/``.  Returns the cleaned report (what ``report.json`` holds)."""
-    from aegis_slurm.accounting import load_runs
-    from aegis_slurm.accounting.events import load_events
+    """Load the store once (runs, events, signals given and collected), compute the month,
+    write ``out/index.html``, ``out/report.json`` and ``out/figures/``.  Returns the cleaned
+    report (what ``report.json`` holds)."""
     from aegis_slurm.report.figures import render_figures
 
     m = Month.parse(month) if isinstance(month, str) else month
     events_paths = list(events_paths)
-    runs = load_runs(store, start=m.prev().start, end=m.end)
-    events = load_events(events_paths) if events_paths else None
-    signals = _read_signals(signals_path) if signals_path else None
-    raw = compute_report(runs, m, events, signals)
+    if signals_paths is None:
+        sig_paths: list[Path] = []
+    elif isinstance(signals_paths, Path | str):
+        sig_paths = [Path(signals_paths)]
+    else:
+        sig_paths = [Path(p) for p in signals_paths]
+    first = m
+    for _ in range(11):  # the 12-month trend, read in the same pass as the month
+        first = first.prev()
+    inp = load_inputs(store, events_paths, sig_paths, m.period, settings, first.start)
+    raw = compute_report(inp, m)
     raw["inputs"] = {
         "store": str(store),
         "events": [str(p) for p in events_paths],
-        "signals": str(signals_path) if signals_path else None,
+        "signals": [str(p) for p in sig_paths],
+        "collected_epilog_records": inp.sources["collected_epilog_records"],
     }
     out.mkdir(parents=True, exist_ok=True)
     figures = render_figures(raw, out / "figures")
     report = clean(raw)
     report["figures"] = figures
+    report["csv"] = write_csv(report, out / "csv")
     (out / "report.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     (out / "index.html").write_text(render_html(report, figures), encoding="utf-8")
     return report
@@ -133,6 +181,6 @@ def latest_month(store: Path) -> Month:
         .len()
     )
     if counts.is_empty():
-        raise ValueError(f"{store}: no ended run")
+        raise NoDataError(f"{store}: no ended run to report on")
     busiest = int(counts["len"].max())  # type: ignore[arg-type]
     return Month.parse(str(counts.filter(pl.col("len") * 2 >= busiest)["m"].max()))

@@ -16,6 +16,7 @@ from typing import Any
 import matplotlib
 import matplotlib.dates as mdates
 import numpy as np
+from matplotlib.colors import PowerNorm
 from matplotlib.figure import Figure  # a bare Figure renders through Agg; pyplot is never used
 from matplotlib.ticker import MaxNLocator
 
@@ -84,6 +85,13 @@ def _fig(w: float = 7.0, h: float = 3.2, ncols: int = 1) -> tuple[Figure, Any]:
     return fig, axes
 
 
+def _plain(text: Any) -> str:
+    """A label from data (node event reasons carry kernel text), drawn as plain text: every
+    "$" escaped, so matplotlib never enters mathtext (an odd "$" or a "\\frac{" used to crash
+    the report).  Matplotlib prints an escaped dollar as "$"."""
+    return str(text).replace("$", r"\$")
+
+
 def _gpu_label(g: int) -> str:
     return f"{g // 1024}k" if g >= 1024 and g % 1024 == 0 else str(g)
 
@@ -118,7 +126,7 @@ def fig_end_states(r: dict[str, Any]) -> Result:
                 va="center",
                 fontsize=8,
             )
-        ax.set_yticks(y, states)
+        ax.set_yticks(y, [_plain(st) for st in states])
         ax.invert_yaxis()
         ax.set_xlabel("%")
         ax.set_title(title)
@@ -145,27 +153,21 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
             f"No runs with more than {fr['min_gpus']} GPUs ended in the last two months: "
             "there is no failure rate to plot."
         )
-    fig, (a1, a2) = _fig(8.0, 3.2, 2)
+    fig, (a1, a2) = _fig(8.0, 3.6, 2)
     d = [
         x["date"] if isinstance(x["date"], date) else date.fromisoformat(str(x["date"]))
         for x in roll
     ]
-    # Until 30 days of history exist the window is partial: drawn dotted, it is noisier.
-    full = next((i for i, di in enumerate(d) if (di - d[0]).days >= 29), len(d))
     ys = [1000 * x["rf_30d"] for x in roll]
-    a1.plot(
-        d[: full + 1],
-        ys[: full + 1],
-        color=OI["blue"],
-        lw=1.2,
-        ls=":",
-        label="r_f, window < 30 days",
-    )
-    a1.plot(d[full:], ys[full:], color=OI["blue"], lw=1.8, label="r_f, 30-day rolling")
-
-    loc = mdates.AutoDateLocator(maxticks=6)
-    a1.xaxis.set_major_locator(loc)
-    a1.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
+    a1.plot(d, ys, color=OI["blue"], lw=1.8, label="r_f, 30-day trailing window")
+    # The axis is the report's period: ticks name days of *this* month, never the next one.
+    period = r.get("period") or {}
+    if period.get("start") and period.get("end"):
+        lo = date.fromisoformat(str(period["start"])[:10])
+        hi = date.fromisoformat(str(period["end"])[:10])
+        a1.set_xlim(lo, hi)
+    a1.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=6))
+    a1.xaxis.set_major_formatter(mdates.DateFormatter("%d %b"))
     fail_days = [(di, x["failures"]) for di, x in zip(d, roll, strict=True) if x["failures"]]
     if fail_days:
         ax2 = a1.twinx()
@@ -179,14 +181,17 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
         )
         ax2.set_ylabel("failures / day", color=OI["vermillion"])
         ax2.set_ylim(0, max(f[1] for f in fail_days) * 3)
+        ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax2.grid(False)
     if fr["rf_per_1000_node_days"] is not None:
         a1.axhline(
             fr["rf_per_1000_node_days"], color=OI["black"], ls="--", lw=1, label="this month"
         )
+    a1.set_ylim(bottom=0, top=max([*ys, fr["rf_per_1000_node_days"] or 0, 1e-9]) * 1.15)
     a1.set_ylabel("failures / 1000 node-days")
     a1.set_title(f"Failure rate r_f (runs > {fr['min_gpus']} GPUs)")
-    a1.legend(loc="upper left")
+    # Below the axes: a legend inside would cover the series.
+    a1.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncols=2, frameon=False)
     causes = fr["by_cause"]
     if causes:
         agg: dict[str, int] = {}
@@ -199,13 +204,19 @@ def fig_failure_rate(r: dict[str, Any]) -> Result:
         )
         for i, b in enumerate(bars):
             b.set_hatch(HATCHES[i % len(HATCHES)])
-        a2.set_yticks(y, [k for k, _ in items])
+        a2.set_yticks(y, [_plain(k) for k, _ in items])
         a2.invert_yaxis()
         a2.set_xlabel("failures this month")
         a2.set_title("Infrastructure failures by cause")
     else:
         a2.axis("off")
-        a2.text(0.5, 0.5, "no infrastructure failure\nin runs > 128 GPUs", ha="center", va="center")
+        a2.text(
+            0.5,
+            0.5,
+            f"no infrastructure failure\nin runs > {fr['min_gpus']} GPUs",
+            ha="center",
+            va="center",
+        )
     return fig
 
 
@@ -245,13 +256,14 @@ def fig_mttf(r: dict[str, Any]) -> Result:
             label="no failure: MTTF above this",
         )
     rf = r["mttf"]["rf_per_node_day"]
+    gpn = r["mttf"].get("gpus_per_node") or r["parameters"]["gpus_per_node"]
     proj = r.get("mttf_projection") or []
     if rf:
         xmax = max([b["gpus"] for b in buckets] + [p["gpus"] for p in proj])
-        g = np.geomspace(8, xmax * 1.2, 100)
+        g = np.geomspace(gpn, xmax * 1.2, 100)
         ax.plot(
             g,
-            24.0 / (g / 8 * rf),
+            24.0 / (np.ceil(g / gpn) * rf),
             color=OI["black"],
             ls="--",
             lw=1,
@@ -300,16 +312,19 @@ def fig_ettr_interval(r: dict[str, Any]) -> Result:
             color=CYCLE[i % len(CYCLE)],
             ls=STYLES[i % len(STYLES)],
             lw=1.8,
-            label=f"{_gpu_label(c['gpus'])} GPUs (MTTF {c['mttf_hours']:.3g} h)",
+            label=f"{_gpu_label(c['gpus'])} GPUs, {c['n_nodes']} nodes "
+            f"(MTTF {c['mttf_hours']:.3g} h)",
         )
-    ax.axvline(60, color="grey", lw=0.8, ls=":")
-    ax.text(60, 0.02, " 60 min", fontsize=7, color="grey")
+    at = p.get("ckpt_interval_min", 60.0)
+    ax.axvline(at, color="grey", lw=0.8, ls=":")
+    ax.text(at, 0.02, f" {at:g} min", fontsize=7, color="grey")
     ax.set_xscale("log")
     ax.set_ylim(0, 1)
     ax.set_xlabel("checkpoint interval Δt_cp (minutes)")
     ax.set_ylabel("E[ETTR]")
+    which = "90% upper bound of r_f" if p.get("rf_basis") == "upper_bound" else "this month's r_f"
     ax.set_title(
-        f"E[ETTR] at this month's r_f = {p['rf_per_node_day'] * 1000:.2f}/1000 node-days"
+        f"Exact E[ETTR] at {which} = {p['rf_per_node_day'] * 1000:.2f}/1000 node-days"
         f" (u0 = {p['u0_min']:g} min)"
     )
     ax.legend(loc="lower left")
@@ -326,25 +341,33 @@ def fig_ettr_map(r: dict[str, Any]) -> Result:
     dt = np.array(m["interval_axis_min"])
     z = np.array(m["ettr"])
     fig, ax = _fig(6.5, 4.0)
-    mesh = ax.pcolormesh(dt, rf, z, cmap="cividis", vmin=0, vmax=1, shading="auto")
+    # The colour scale spans the values the map holds (in 0.1 steps), and a power norm spreads
+    # the top of the range: most of a map lies above 0.9, where the decisions are made, and a
+    # linear scale paints all of it one saturated colour.
+    vmin = max(0.0, np.floor(float(np.nanmin(z)) * 10) / 10)
+    vmax = min(1.0, np.ceil(float(np.nanmax(z)) * 10) / 10)
+    norm = PowerNorm(gamma=3.0, vmin=vmin, vmax=max(vmax, vmin + 0.1))
+    mesh = ax.pcolormesh(dt, rf, z, cmap="cividis", norm=norm)
     cs = ax.contour(dt, rf, z, levels=[0.5, 0.7, 0.8, 0.9, 0.95], colors="black", linewidths=0.8)
     ax.clabel(cs, fmt="%.2f", fontsize=7)
     ax.axhline(p["rf_per_node_day"] * 1000, color=OI["orange"], ls="--", lw=1.5)
     ax.text(
-        dt[0] * 1.1,
+        dt[-1] / 1.1,  # right end: the contour labels sit at short intervals
         p["rf_per_node_day"] * 1000 * 1.08,
         f"this month's r_f ({p['rf_per_node_day'] * 1000:.2f})",
         color="black",
         fontsize=8,
+        ha="right",
         bbox={"facecolor": "white", "edgecolor": OI["orange"], "pad": 1.5},
     )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("checkpoint interval Δt_cp (minutes)")
     ax.set_ylabel("r_f (failures / 1000 node-days)")
-    ax.set_title(f"E[ETTR] for a {_gpu_label(m['gpus'])}-GPU job (u0 = {p['u0_min']:g} min)")
+    ax.set_title(f"Exact E[ETTR] for a {_gpu_label(m['gpus'])}-GPU job (u0 = {p['u0_min']:g} min)")
     ax.grid(False)
-    fig.colorbar(mesh, ax=ax, label="E[ETTR]")
+    cb = fig.colorbar(mesh, ax=ax, label="E[ETTR]")
+    cb.set_ticks([t for t in (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 1.0) if vmin <= t <= vmax])
     return fig
 
 
@@ -355,9 +378,15 @@ def fig_goodput(r: dict[str, Any]) -> Result:
     if not rows or g["goodput_lost_total"] <= 0:
         return "No GPU-hours were lost to infrastructure failures this month."
     fig, ax = _fig(7.0, 3.2)
+    # Every power-of-two bucket between the smallest and largest shown, empty ones included.
+    have = {int(x_["gpu_bucket"]): x_ for x_ in rows}
+    lo_b, hi_b = min(have), max(have)
+    buckets = [1 << i for i in range(lo_b.bit_length() - 1, hi_b.bit_length())]
+    empty = {"first_order_gpu_hours": 0.0, "second_order_gpu_hours": 0.0}
+    rows = [{"gpu_bucket": b, **have.get(b, empty)} for b in buckets]
     x = np.arange(len(rows))
-    f1 = [x_["first_order_gpu_hours"] for x_ in rows]
-    f2 = [x_["second_order_gpu_hours"] for x_ in rows]
+    f1 = [x_["first_order_gpu_hours"] or 0.0 for x_ in rows]
+    f2 = [x_["second_order_gpu_hours"] or 0.0 for x_ in rows]
     ax.bar(
         x,
         f1,
@@ -376,6 +405,12 @@ def fig_goodput(r: dict[str, Any]) -> Result:
         hatch="//",
         label="second order (jobs preempted by its restart)",
     )
+    # Losses span orders of magnitude across sizes: a log axis (symlog keeps 0 drawable).
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_ylim(bottom=0, top=max(a + b for a, b in zip(f1, f2, strict=True)) * 4)
+    for i, (a, b) in enumerate(zip(f1, f2, strict=True)):
+        if a + b == 0:
+            ax.text(i, 0.05, "0", ha="center", va="bottom", fontsize=7, color="grey")
     ax.set_xticks(x, [_gpu_label(x_["gpu_bucket"]) for x_ in rows])
     ax.set_xlabel("size of the failed job (GPUs)")
     ax.set_ylabel("GPU-hours lost")
@@ -448,12 +483,32 @@ def fig_drains(r: dict[str, Any]) -> Result:
             va="center",
             fontsize=8,
         )
-    ax.set_yticks(y, [x["check"] for x in rows])
+    ax.set_yticks(y, [_plain(x["check"]) for x in rows])
     ax.invert_yaxis()
     ax.set_xlim(0, max(x["drains"] for x in rows) * 1.4)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("drains")
     ax.set_title("Nodes drained by the aegis Prolog, by check")
+    return fig
+
+
+def fig_trend(r: dict[str, Any]) -> Result:
+    """r_f per calendar month with 90% intervals, the last 12 months."""
+    rows = [x for x in r.get("trend", []) if x["rf_per_1000_node_days"] is not None]
+    if len(rows) < 2:
+        return "Fewer than two months with runs above the r_f size threshold: no trend to draw."
+    fig, ax = _fig(7.0, 3.0)
+    x = np.arange(len(rows))
+    y = np.array([x_["rf_per_1000_node_days"] for x_ in rows])
+    lo = np.array([x_["rf_ci90_per_1000"][0] for x_ in rows], float)
+    hi = np.array([x_["rf_ci90_per_1000"][1] for x_ in rows], float)
+    ax.errorbar(
+        x, y, yerr=[y - lo, hi - y], fmt="o-", color=OI["blue"], capsize=3, label="r_f (90%)"
+    )
+    ax.set_xticks(x, [x_["month"] for x_ in rows], rotation=45)
+    ax.set_ylim(bottom=0, top=float(np.nanmax(hi)) * 1.1)
+    ax.set_ylabel("failures / 1000 node-days")
+    ax.set_title("r_f by month with 90% intervals")
     return fig
 
 
@@ -467,6 +522,7 @@ FIGURES: dict[str, tuple[Callable[[dict[str, Any]], Result], str]] = {
         fig_failure_rate,
         "Infrastructure failure rate over time and its causes (cf. Fig. 5).",
     ),
+    "trend": (fig_trend, "r_f per month over the last year, with exact 90% intervals."),
     "mttf": (
         fig_mttf,
         "MTTF vs job size with 90% intervals, the theory line and projections (cf. Fig. 7).",

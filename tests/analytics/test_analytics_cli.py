@@ -142,7 +142,9 @@ def test_ettr_and_checkpoint_plan_json():
         "ettr_at_optimal",
         "interval_for_target_min",
     } <= c.keys()
-    assert round(c["optimal_min"], 1) == 33.1 and c["interval_for_target_min"] > c["optimal_min"]
+    # Closed form of the linear E[ETTR] (spec §5: 33.1 min); the exact form's argmax is longer.
+    assert round(c["optimal_first_order_min"], 1) == 33.1
+    assert round(c["optimal_min"], 1) == 35.2 and c["interval_for_target_min"] > c["optimal_min"]
     c = run(
         "checkpoint-plan",
         "--gpus",
@@ -180,3 +182,76 @@ def test_signals_csv_gives_the_same_attribution(store, tmp_path):
         "--json",
     )
     assert a["failures"] == b["failures"] and a["by_cause"] == b["by_cause"]
+
+
+@pytest.mark.parametrize(
+    ("cmd", "args", "hint"),
+    [
+        ("ettr", ["--ckpt-interval-min", "0"], "--ckpt-interval-min"),
+        ("ettr", ["--ckpt-interval-min", "60", "--rf", "-0.001"], "--rf"),
+        ("checkpoint-plan", ["--gpus", "0"], "--gpus"),
+        ("checkpoint-plan", ["--gpus-per-node", "0"], "--gpus-per-node"),
+        ("checkpoint-plan", ["--restart-min", "-1"], "--restart-min"),
+        ("checkpoint-plan", ["--target-ettr", "1.5"], "--target-ettr"),
+    ],
+)
+def test_degenerate_job_inputs_are_usage_errors(cmd, args, hint):
+    """Issue 13 item 9: no ZeroDivisionError, no silently accepted negative rate."""
+    base = {"--gpus": "1024", "--gpus-per-node": "8", "--rf": "0.0065", "--restart-min": "5"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    flat = [x for kv in base.items() for x in kv]
+    res = CliRunner().invoke(main, [cmd, *flat])
+    assert res.exit_code == 2, res.output
+    assert hint in res.output and "Traceback" not in res.output
+
+
+def test_checkpoint_plan_explains_zero_rate_and_free_writes():
+    res = CliRunner().invoke(
+        main, ["checkpoint-plan", "--gpus", "1024", "--rf", "0", "--restart-min", "5"]
+    )
+    assert res.exit_code == 0, res.output
+    assert "r_f = 0" in res.output and "write time is 0" not in res.output
+    res = CliRunner().invoke(
+        main, ["checkpoint-plan", "--gpus", "1024", "--rf", "0.0065", "--restart-min", "5"]
+    )
+    assert res.exit_code == 0 and "write time is 0" in res.output
+    assert "-> 0.000" not in res.output
+
+
+def test_ettr_points_at_the_exact_form_when_lambda_dt_is_large():
+    """Issue 13 item 1: 16k GPUs at r_f = 10.6/1000 node-days, Δt = 60 min: linear 0.47,
+    exact 0.57 (the Monte Carlo agrees with the exact form)."""
+    c = run(
+        "ettr",
+        "--gpus",
+        "16384",
+        "--rf",
+        "0.0106",
+        "--restart-min",
+        "5",
+        "--ckpt-interval-min",
+        "60",
+        "--monte-carlo",
+        "300",
+        "--json",
+    )
+    assert round(c["ettr"], 2) == 0.47 and round(c["ettr_renewal"], 2) == 0.57
+    assert abs(c["monte_carlo"]["mean"] - c["ettr_renewal_finite"]) < 0.01
+    res = CliRunner().invoke(
+        main,
+        [
+            "ettr",
+            "--gpus",
+            "16384",
+            "--rf",
+            "0.0106",
+            "--restart-min",
+            "5",
+            "--ckpt-interval-min",
+            "60",
+            "--monte-carlo",
+            "0",
+        ],
+    )
+    assert "<- the one to use" in res.output

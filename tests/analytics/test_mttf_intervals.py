@@ -19,9 +19,13 @@ def test_spec_vector(method, expected):
     assert (round(lo, 2), round(hi, 2)) == expected
 
 
-def test_zero_failures():
+def test_zero_failures_bound_is_one_sided_at_the_stated_confidence():
+    # Issue 13 item 8: 90% one-sided is T/(-ln 0.1) = T/2.303, not T/3.00 (that is 95%).
     lo, hi = poisson_rate_interval(0, 100.0)
-    assert math.isinf(hi) and lo == pytest.approx(100 / 2.9957, rel=1e-3)  # χ²_0.95(2)/2 = 2.996
+    assert math.isinf(hi) and lo == pytest.approx(100 / 2.302585, rel=1e-6)
+    # Coverage of the one-sided bound: P(MTTF > lo) = P(no failure in T | MTTF = lo) = 10%.
+    assert math.exp(-100.0 / lo) == pytest.approx(0.10, rel=1e-9)
+    assert poisson_rate_interval(0, 100.0, conf=0.95)[0] == pytest.approx(100 / 2.9957, rel=1e-4)
 
 
 @pytest.mark.parametrize("mean_failures", [0.5, 3.0, 12.0, 60.0])

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 from report_store import MONTH, SCRIPT_NAME, Built, make_store
 
+from aegis_slurm.analytics.common import AnalyticsError
 from aegis_slurm.cli import main
 from aegis_slurm.report.builder import build_report
 from aegis_slurm.report.compute import Month
@@ -58,6 +59,8 @@ def test_report_json_equals_cli_json(built: Built):
     same(rep["requeue_loops"], cli_json("requeue-loops", *st))
     same(rep["lemon_nodes"], cli_json("lemon-nodes", *st))
     same(rep["measured_ettr"], cli_json("measured-ettr", *st))
+    same(rep["availability"], cli_json("availability", *st, "--month", MONTH))
+    assert 0.9 < rep["availability"]["availability"] < 1.0 and rep["availability"]["mttr_hours"] > 0
     # ... and `aegis-slurm report --json` prints what report.json holds.
     printed = cli_json(
         "report",
@@ -112,8 +115,11 @@ def test_summary_is_made_of_the_section_numbers(built: Built):
         assert shown in page, shown
     for row in r["taxonomy"]["by_state"]:
         assert f'<td class="t">{row["state"]}</td><td>{row["runs"]:,}</td>' in page
-    # Every figure was written as PNG and SVG.
+    # Every figure was written as PNG and SVG (a one-month store has no trend to draw).
+    assert r["figures"]["trend"]["missing"].startswith("Fewer than two months")
     for name, f in r["figures"].items():
+        if name == "trend":
+            continue
         assert "missing" not in f, (name, f)
         assert (built.out / f["png"]).stat().st_size > 1000
         assert (built.out / f["svg"]).stat().st_size > 1000
@@ -132,9 +138,21 @@ def test_two_months_give_deltas_and_a_rolling_series(tmp_path: Path):
     assert mom["runs"]["previous_month"] == dec["summary"]["runs"]
     assert mom["runs"]["change"] == r["summary"]["runs"] - dec["summary"]["runs"]
     assert r["summary"]["rf_previous_per_1000_node_days"] == dec["summary"]["rf_per_1000_node_days"]
-    # The rolling series covers both months (the January windows reach back into December).
-    dates = [x["date"] for x in r["failure_rate"]["rolling"]]
-    assert dates[0].startswith("2023-12") and dates[-1].startswith("2024-01")
+    # The rolling series has January's dates; its windows reach back into December.
+    roll = r["failure_rate"]["rolling"]
+    assert roll[0]["date"] == "2024-01-01" and all(x["date"].startswith("2024-01") for x in roll)
+    assert roll[0]["node_days_30d"] > roll[0]["node_days"] * 5
+    # The trend: twelve months ending in January; December and January equal their reports.
+    trend = {t["month"]: t for t in r["trend"]}
+    assert len(r["trend"]) == 12 and r["trend"][-1]["month"] == MONTH
+    for m, rep in (("2023-12", dec), (MONTH, r)):
+        assert trend[m]["rf_per_1000_node_days"] == pytest.approx(
+            rep["summary"]["rf_per_1000_node_days"], rel=1e-12
+        )
+    assert trend["2023-11"]["runs"] == 0 and "png" in r["figures"]["trend"]
+    # Month over month: the r_f change comes with an exact rate test and its p-value.
+    test = mom["rf_per_1000_node_days"]["test"]
+    assert 0.0 <= test["p_value"] <= 1.0 and test["significant"] == (test["p_value"] < 0.05)
     assert not any("month-over-month" in n for n in r["notes"])
 
 
@@ -167,7 +185,7 @@ def test_month_with_no_runs_at_all(built: Built, tmp_path: Path):
 def test_month_parsing_and_cli_errors(built: Built, tmp_path: Path):
     assert str(Month.parse("2024-12").next()) == "2025-01"
     assert str(Month.parse("2024-01").prev()) == "2023-12"
-    with pytest.raises(ValueError):
+    with pytest.raises(AnalyticsError):
         Month.parse("2024-13")
     res = CliRunner().invoke(
         main,

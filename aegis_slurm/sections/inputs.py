@@ -1,0 +1,306 @@
+"""Load a store's inputs once: runs (attributed), node events, node signals, for one period.
+
+The period is the runs that *ended* in [start, end).  The frame kept in memory is wider (the
+*context*, :data:`CONTEXT`, each side) so that what needs history beyond the period has it: a
+crash loop that straddles a month boundary is seen whole, the rolling r_f and the lemon window
+look back, and attribution of the period's runs sees the events and signals around them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from aegis_slurm.analytics.common import AnalyticsError, impute_end_time
+from aegis_slurm.sections.settings import DEFAULTS, Settings
+
+#: History kept on each side of the period (≥ the 30-day r_f window and the 28-day lemon one).
+CONTEXT = timedelta(days=35)
+SIGNAL_COLUMNS = ("node", "time", "signal", "critical")
+#: GPUs per node when neither the site config nor the data says (HPCA'25's 8-GPU servers).
+FALLBACK_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True)
+class Month:
+    """A calendar month in UTC."""
+
+    year: int
+    month: int
+
+    @classmethod
+    def parse(cls, text: str) -> Month:
+        import re
+
+        m = re.fullmatch(r"(\d{4})-(\d{2})", text.strip())
+        if not m or not 1 <= int(m.group(2)) <= 12:
+            raise AnalyticsError(f"month must be YYYY-MM, got {text!r}")
+        return cls(int(m.group(1)), int(m.group(2)))
+
+    @property
+    def start(self) -> datetime:
+        return datetime(self.year, self.month, 1, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        return self.next().start
+
+    def next(self) -> Month:
+        return Month(self.year + self.month // 12, self.month % 12 + 1)
+
+    def prev(self) -> Month:
+        return Month(self.year - (self.month == 1), (self.month - 2) % 12 + 1)
+
+    @property
+    def period(self) -> Period:
+        return Period(self.start, self.end)
+
+    def __str__(self) -> str:
+        return f"{self.year:04d}-{self.month:02d}"
+
+
+@dataclass(frozen=True)
+class Period:
+    """Runs that ended in [start, end); ``None`` ends are open (the whole store)."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+
+    @property
+    def label(self) -> str:
+        s = self.start.date().isoformat() if self.start else "…"
+        e = self.end.date().isoformat() if self.end else "…"
+        return f"{s} – {e}"
+
+    def mask(self, col: str = "end_time") -> pl.Expr:
+        m = pl.col(col).is_not_null()
+        if self.start is not None:
+            m &= pl.col(col) >= self.start
+        if self.end is not None:
+            m &= pl.col(col) < self.end
+        return m
+
+    def public(self) -> dict[str, Any]:
+        return {"start": self.start, "end": self.end}
+
+
+def read_signal_table(path: Path) -> pl.DataFrame:
+    """A node-signal table for attribution, from Parquet or CSV with the columns node, time,
+    signal, critical -- or the store's own ``signals/records.parquet`` (Epilog records, turned
+    into one row per signal with the job they belong to)."""
+    from aegis_slurm.accounting.signals import records_to_signals
+
+    try:
+        if path.suffix == ".parquet":
+            raw = pl.read_parquet(path)
+        else:
+            raw = pl.read_csv(path, try_parse_dates=True)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise AnalyticsError(f"{path}: cannot read the signal table: {exc}") from exc
+    if "record" in raw.columns and "captured_at" in raw.columns:
+        return records_to_signals(raw)
+    missing = [c for c in SIGNAL_COLUMNS if c not in raw.columns]
+    if missing:
+        raise AnalyticsError(
+            f"{path}: a signal table needs the columns {', '.join(SIGNAL_COLUMNS)} "
+            f"(or be a store's signals/records.parquet); missing {', '.join(missing)}"
+        )
+    try:
+        time = pl.col("time")
+        if raw.schema["time"] == pl.String:
+            time = time.str.to_datetime(time_zone="UTC")
+        elif raw.schema["time"] != pl.Datetime("us", "UTC"):
+            tz = getattr(raw.schema["time"], "time_zone", None)
+            time = time.cast(pl.Datetime("us", tz))
+            time = (
+                time.dt.replace_time_zone("UTC") if tz is None else time.dt.convert_time_zone("UTC")
+            )
+        return raw.with_columns(time.alias("time"), pl.col("critical").cast(pl.Boolean))
+    except pl.exceptions.PolarsError as exc:
+        raise AnalyticsError(f"{path}: bad time or critical column: {exc}") from exc
+
+
+def _signal_frame(parts: list[pl.DataFrame]) -> pl.DataFrame | None:
+    """One signal frame: the four attribution columns plus job_id/run/cluster where known."""
+    if not parts:
+        return None
+    cols = [*SIGNAL_COLUMNS, "job_id", "run", "cluster"]
+    out = []
+    for p in parts:
+        out.append(
+            p.select(
+                pl.col("node").cast(pl.String),
+                pl.col("time").cast(pl.Datetime("us", "UTC")),
+                pl.col("signal").cast(pl.String),
+                pl.col("critical").cast(pl.Boolean),
+                *[
+                    (pl.col(c) if c in p.columns else pl.lit(None))
+                    .cast(pl.Int32 if c == "run" else pl.String)
+                    .alias(c)
+                    for c in cols[4:]
+                ],
+            )
+        )
+    return pl.concat(out)
+
+
+def infer_gpus_per_node(runs: pl.DataFrame) -> tuple[int | None, str]:
+    """GPUs per node from the data: the most common AllocTRES GPUs ÷ NNodes of multi-node runs
+    (they hold whole nodes); else the largest ratio of one-node runs.  (None, why) if no GPU run."""
+    gpu = runs.filter(
+        (pl.col("gpus") > 0) & (pl.col("n_nodes") > 0) & (pl.col("gpus") % pl.col("n_nodes") == 0)
+    ).select((pl.col("gpus") // pl.col("n_nodes")).alias("g"), "n_nodes")
+    multi = gpu.filter(pl.col("n_nodes") > 1)
+    if multi.height:
+        g = multi.group_by("g").len().sort(["len", "g"], descending=True)["g"][0]
+        return int(g), f"data: most common GPUs/NNodes of {multi.height} multi-node runs"
+    if gpu.height:
+        return int(gpu["g"].max()), f"data: largest GPUs per node of {gpu.height} one-node runs"
+    return None, "no GPU run in the data"
+
+
+@dataclass
+class Inputs:
+    """Everything a section needs, loaded once.  ``context`` holds the attributed runs of the
+    period and :data:`CONTEXT` around it; :meth:`runs` is the period's (fresh ``row_id``)."""
+
+    context: pl.DataFrame
+    events: pl.DataFrame | None
+    signals: pl.DataFrame | None
+    period: Period
+    settings: Settings = DEFAULTS
+    store: Path | None = None
+    sources: dict[str, Any] = field(default_factory=dict)
+    imputed_end: int = 0
+    no_end: int = 0
+    #: Attributed runs from ``history_start`` on (the report's 12-month trend), read in the
+    #: same pass as the context; None when not asked for.
+    history: pl.DataFrame | None = None
+
+    @functools.cached_property
+    def runs(self) -> pl.DataFrame:
+        return self.context.filter(self.period.mask()).drop("row_id").with_row_index("row_id")
+
+    @functools.cached_property
+    def linked_context(self) -> pl.DataFrame:
+        from aegis_slurm.analytics.job_runs import link_job_runs
+
+        return link_job_runs(self.context)
+
+    @functools.cached_property
+    def linked(self) -> pl.DataFrame:
+        """Job-run linkage over the context (a job run may start before the period), kept for
+        the period's runs with fresh row ids."""
+        return (
+            self.linked_context.filter(self.period.mask()).drop("row_id").with_row_index("row_id")
+        )
+
+    @functools.cached_property
+    def gpus_per_node(self) -> tuple[int, str]:
+        if self.settings.gpus_per_node:
+            return self.settings.gpus_per_node, "site config"
+        g, why = infer_gpus_per_node(self.runs)
+        if g is None:
+            g, why = infer_gpus_per_node(self.context)
+        if g is None:
+            return FALLBACK_GPUS_PER_NODE, f"assumed ({why})"
+        return g, why
+
+
+def attribute(
+    runs: pl.DataFrame, signals: pl.DataFrame | None, events: pl.DataFrame | None
+) -> pl.DataFrame:
+    from aegis_slurm.analytics.attribution import attribute_failures
+
+    return attribute_failures(runs.with_columns(impute_end_time()), signals, events)
+
+
+def load_inputs(
+    store: Path,
+    events_paths: list[Path] | tuple[Path, ...] = (),
+    signals_paths: list[Path] | tuple[Path, ...] = (),
+    period: Period | None = None,
+    settings: Settings = DEFAULTS,
+    history_start: datetime | None = None,
+) -> Inputs:
+    """Runs of ``period`` ± :data:`CONTEXT`, attributed with the given event exports, signal
+    tables and the Epilog records collected into the store (``aegis-slurm signals collect``).
+    With ``history_start`` the runs from then on are read and attributed in the same pass and
+    kept as ``history`` (the context is the same slice of them, so every section is unchanged)."""
+    from aegis_slurm.accounting import load_runs
+    from aegis_slurm.accounting.events import load_events
+    from aegis_slurm.accounting.signals import RECORDS, load_signals
+
+    period = period or Period()
+    start = period.start - CONTEXT if period.start else None
+    end = period.end + CONTEXT if period.end else None
+    wide = history_start is not None and start is not None and history_start < start
+    runs = load_runs(store, start=history_start if wide else start, end=end)
+    events = load_events(list(events_paths)) if events_paths else None
+    parts = [read_signal_table(Path(p)) for p in signals_paths]
+    # Epilog records collected into the store are always used, as by every command; a path
+    # naming that very file is not read twice.
+    own = (Path(store) / RECORDS).resolve()
+    given_store_records = any(Path(p).resolve() == own for p in signals_paths)
+    collected = None if given_store_records else load_signals(store)
+    if collected is not None and not collected.is_empty():
+        parts.append(collected)
+    signals = _signal_frame(parts)
+    imputed = int(
+        runs.filter(
+            pl.col("end_time").is_null()
+            & pl.col("ended").fill_null(False)
+            & pl.col("start_time").is_not_null()
+            & pl.col("elapsed_s").is_not_null()
+        ).height
+    )
+    attributed = attribute(runs, signals, events)
+    history = None
+    if wide:
+        history = attributed
+        attributed = attributed.filter(pl.col("end_time") >= start)
+    no_end = int(attributed.filter(pl.col("end_time").is_null() & pl.col("ended")).height)
+    return Inputs(
+        context=attributed,
+        events=events,
+        signals=signals,
+        period=period,
+        settings=settings,
+        store=Path(store),
+        sources={
+            "events": [str(p) for p in events_paths],
+            "signals": [str(p) for p in signals_paths],
+            "collected_epilog_records": bool(
+                given_store_records or (collected is not None and not collected.is_empty())
+            ),
+        },
+        imputed_end=imputed,
+        no_end=no_end,
+        history=history,
+    )
+
+
+def rejected_counts(store: Path | None) -> dict[str, Any]:
+    """Records the ingest rejected (``store/rejected/*.jsonl``), by reason."""
+    import json
+
+    by: Counter[str] = Counter()
+    if store is None:
+        return {"rows_rejected": 0, "by_reason": {}}
+    for f in sorted((Path(store) / "rejected").glob("*.jsonl")):
+        for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                by[str(json.loads(line).get("reason", "unknown"))] += 1
+            except (ValueError, AttributeError):
+                by["unreadable rejected-record line"] += 1
+    return {"rows_rejected": sum(by.values()), "by_reason": dict(by.most_common())}
+
+
+def utc(d: datetime) -> datetime:
+    return d if d.tzinfo else d.replace(tzinfo=UTC)

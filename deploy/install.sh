@@ -1,0 +1,19 @@
+#!/bin/sh
+# Install the aegis-slurm analytics schedule: `sudo deploy/install.sh` (DESTDIR=... to stage).
+# Installs the runner, the systemd units, an env file (kept if present) and enables the timers.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root="${DESTDIR:-}"
+install -d -m 0755 "$root/usr/local/libexec" "$root/etc/systemd/system" "$root/etc/aegis-slurm"
+install -m 0755 "$here/aegis-slurm-run" "$root/usr/local/libexec/aegis-slurm-run"
+for f in "$here"/systemd/*.service "$here"/systemd/*.timer; do
+    install -m 0644 "$f" "$root/etc/systemd/system/$(basename "$f")"
+done
+if [ ! -e "$root/etc/aegis-slurm/analytics.env" ]; then
+    install -m 0644 "$here/aegis-slurm.env" "$root/etc/aegis-slurm/analytics.env"
+fi
+if [ -z "$root" ] && command -v systemctl >/dev/null 2>&1; then
+    systemctl daemon-reload
+    systemctl enable --now aegis-slurm-ingest.timer aegis-slurm-report.timer aegis-slurm-check.timer
+fi
+echo "installed; edit /etc/aegis-slurm/analytics.env (store, reports, thresholds)"
