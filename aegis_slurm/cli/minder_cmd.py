@@ -55,6 +55,9 @@ _config_opt = click.option(
     default=None,
     help="Analytics store that knows the job's nodes and window (else sacct is asked).",
 )
+@click.option("--nodes", default=None, help="The job's nodes (hostlist), instead of asking Slurm.")
+@click.option("--start", default=None, help="Window start, ISO-8601 (with --nodes).")
+@click.option("--end", default=None, help="Window end, ISO-8601 (with --nodes; default now).")
 @click.option(
     "--detector",
     type=click.Choice(["minder", "lambda2delta"]),
@@ -76,6 +79,9 @@ def detect_cmd(
     url: str | None,
     job_id: str | None,
     store: Path | None,
+    nodes: str | None,
+    start: str | None,
+    end: str | None,
     detector: str,
     priority_path: Path | None,
     config_path: Path | None,
@@ -101,9 +107,12 @@ def detect_cmd(
         from aegis_slurm.metrics import slurmjob
         from aegis_slurm.metrics.prometheus import fetch_job
 
-        win = (slurmjob.from_store(store, job_id) if store else None) or slurmjob.from_sacct(
-            job_id, cfg.watch.slurm_timeout
-        )
+        if nodes:
+            win = slurmjob.from_args(job_id, nodes, start, end)
+        else:
+            win = (slurmjob.from_store(store, job_id) if store else None) or slurmjob.from_sacct(
+                job_id, cfg.watch.slurm_timeout
+            )
         if not win.nodes:
             raise InputError(f"job {job_id}: no node list known")
         df = fetch_job(cfg.prom(url), win.nodes, win.start, win.end, [spec_for(m) for m in pri])

@@ -75,3 +75,26 @@ def from_store(store: Path, job_id: str) -> JobWindow | None:
     end_t = last.get("end_time")
     end = end_t.replace(tzinfo=end_t.tzinfo or UTC).timestamp() if end_t else time.time()
     return JobWindow(job_id, list(last["nodes"] or []), start, end)
+
+
+def _iso(text: str, what: str) -> float:
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise InputError(f"{what} {text!r} is not ISO-8601") from e
+    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+
+
+def from_args(job_id: str, nodes: str, start: str | None, end: str | None) -> JobWindow:
+    """The window given on the command line (times without a zone are UTC)."""
+    if not start:
+        raise InputError("--nodes needs --start (the job's start time)")
+    try:
+        names = hostlist.expand_hostlist(nodes)
+    except hostlist.BadHostlist as e:
+        raise InputError(f"--nodes {nodes!r} is not a hostlist ({e})") from e
+    s = _iso(start, "--start")
+    e = _iso(end, "--end") if end else time.time()
+    if e <= s:
+        raise InputError("--end must be after --start")
+    return JobWindow(job_id, names, s, e)
