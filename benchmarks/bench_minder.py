@@ -1,0 +1,125 @@
+"""Benchmark: Minder's speed, and its accuracy on the simulator's held-out split.  Asserts nothing.
+
+Speed (targets from the issue):
+
+* ``live_1024_nodes_s``: one detection pass (align + all metrics) over a 1,024-node job's last
+  10 minutes, 12 metrics, 15 s samples, from the long table a Prometheus fetch returns; <= 1 s;
+* ``offline_256_nodes_6h_s``: read a 6-hour, 256-node Parquet file, align, detect; <= 20 s;
+* ``per_node_ms``: the live pass at 128 .. 1,024 nodes, per node: flat means linear in nodes.
+
+Accuracy: precision, recall, median detection delay of Minder (with and without denoising),
+Aegis' λ+2δ and the per-step z-score + 4-minute continuity baseline, on the *evaluation* split
+(seed 2); the detector's threshold was chosen on the tuning split (seed 1), shown for reference.
+Simulated data: this proves the plumbing and the benign cases, not real-world accuracy.
+
+Usage: ``.venv/bin/python benchmarks/bench_minder.py [--jobs-per-fault 4] [--skip-accuracy]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from aegis_slurm.metrics import analyse
+from aegis_slurm.metrics.align import align
+from aegis_slurm.metrics.catalog import DEFAULT_METRICS
+from aegis_slurm.metrics.detect import Params, detect, lambda_2delta, zscore_baseline
+from aegis_slurm.metrics.evaluate import score
+from aegis_slurm.metrics.priority import default_priority
+from aegis_slurm.metrics.table import read_table
+from aegis_slurm.simulate.metrics import corpus, simulate_job
+
+METRICS = [m.name for m in DEFAULT_METRICS]
+
+
+def last_minutes(df: pl.DataFrame, minutes: float) -> pl.DataFrame:
+    end = df["time"].max()
+    return df.filter(pl.col("time") > end - pl.duration(seconds=minutes * 60))
+
+
+def live_pass(n: int, runs: int = 3) -> float:
+    df, _ = simulate_job(n, 20, "slow_gpu", seed=n, start=datetime(2026, 1, 5, tzinfo=UTC))
+    df = last_minutes(df, 10)
+    p = replace(Params(), warmup=0.0)
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        analyse(df, priority=default_priority(), params=p, step=15.0)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def offline_6h() -> tuple[float, int]:
+    df, _ = simulate_job(256, 360, "pcie", seed=7)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "job.parquet"
+        df.write_parquet(path)
+        t = time.perf_counter()
+        analyse(read_table(path))
+        return time.perf_counter() - t, df.height
+
+
+def accuracy(jobs_per_fault: int) -> dict[str, dict[str, float]]:
+    out = {}
+    for split, seed in (("tuning", 1), ("evaluation", 2)):
+        jobs = corpus(seed, jobs_per_fault, 2 * jobs_per_fault)
+        runs = {
+            "minder": lambda a: detect(a, default_priority()),
+            "minder_no_denoise": lambda a: detect(a, default_priority(), Params(denoise="none")),
+            "minder_threshold_0.06": lambda a: detect(
+                a, default_priority(), Params(threshold=0.06)
+            ),
+            "minder_threshold_0.06_no_denoise": lambda a: detect(
+                a, default_priority(), Params(threshold=0.06, denoise="none")
+            ),
+            "lambda_2delta": lambda a: lambda_2delta(a, METRICS),
+            "zscore_4min": lambda a: zscore_baseline(a, METRICS),
+        }
+        for name, run in runs.items():
+            s = score(jobs, run)
+            out[f"{split}/{name}"] = {
+                "precision": round(s.precision, 3),
+                "recall": round(s.recall, 3),
+                "median_delay_min": round(s.median_delay / 60, 2),
+                "tp": s.tp,
+                "fp": s.fp,
+                "fn": s.fn,
+                "jobs": len(jobs),
+            }
+            print(f"{split:10s} {name:34s} {s.line()}", flush=True)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs-per-fault", type=int, default=4)
+    ap.add_argument("--skip-accuracy", action="store_true")
+    args = ap.parse_args()
+    res: dict[str, object] = {}
+    per_node = {}
+    for n in (128, 256, 512, 1024):
+        s = live_pass(n)
+        per_node[n] = round(1000 * s / n, 3)
+        print(f"live pass {n:5d} nodes: {s:.3f} s ({per_node[n]} ms/node)", flush=True)
+        if n == 1024:
+            res["live_1024_nodes_s"] = round(s, 3)
+    res["per_node_ms"] = per_node
+    s, rows = offline_6h()
+    res["offline_256_nodes_6h_s"] = round(s, 2)
+    res["offline_256_nodes_6h_rows"] = rows
+    print(f"offline 256 nodes x 6 h ({rows:,} rows): {s:.2f} s", flush=True)
+    _ = align  # the pass above is align + detect
+    if not args.skip_accuracy:
+        res["accuracy"] = accuracy(args.jobs_per_fault)
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
