@@ -179,7 +179,12 @@ def run_pass(
             evidence = f"{f.metric} off its peers since {inc['first_detected']} (job {job.job_id})"
             export.log("alert", f"{WHO} {f.node}: {evidence}", cfg.watch.syslog)
             if cfg.watch.drain:
-                inc["action"] = _drain(cfg, f.node, evidence, datetime.fromtimestamp(now, UTC))
+                try:
+                    # naive local time, like Slurm's reason timestamps the guard compares it to
+                    inc["action"] = _drain(cfg, f.node, evidence, datetime.fromtimestamp(now))
+                except Exception as e:  # our bug: logged, and the incident is not retried
+                    inc["action"] = "error"
+                    export.log("err", f"{WHO} drain of {f.node} failed: {e!r}", cfg.watch.syslog)
             else:
                 inc["action"] = "alert"
             incidents[key] = inc
@@ -197,6 +202,8 @@ def run_watch(
     """The loop: a pass every ``interval`` seconds (default from the config, 60)."""
     period = interval if interval is not None else cfg.watch.interval
     cfg.prom(url)  # a bad URL or label template: fail now, not every minute
+    # an unwritable state file would forget incidents and act on them again: fail before acting
+    save_state(cfg.watch.state_file, load_state(cfg.watch.state_file))
     while True:
         t0 = time.monotonic()
         now = time.time()
