@@ -25,6 +25,9 @@ import pytest
 from aegis_slurm.metrics.catalog import spec_for
 from aegis_slurm.simulate.metrics import Truth, simulate_job
 
+#: dcgm-exporter README's DCGM_FI_DEV_MEMORY_TEMP sample (tests/fixtures/metrics/PROVENANCE.md)
+DCGM_BLANK_SAMPLE = 9223372036854775794.0
+
 
 @dataclass
 class PromJob:
@@ -123,6 +126,18 @@ def prom_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromJob]:
     # recent enough that Prometheus' head block and retention accept it
     start = datetime.fromtimestamp((time.time() // 3600 - 3) * 3600, UTC)
     df, truth = simulate_job(8, 45, "slow_gpu", seed=21, start=start)
+    # one reading DCGM could not take, served as dcgm-exporter serves it (its README's sample)
+    first = df.filter((pl.col("node") == "gpu0003") & (pl.col("metric") == "DCGM_FI_DEV_GPU_TEMP"))
+    df = df.with_columns(
+        pl.when(
+            (pl.col("node") == "gpu0003")
+            & (pl.col("metric") == "DCGM_FI_DEV_GPU_TEMP")
+            & (pl.col("time") == first["time"].min())
+        )
+        .then(pl.lit(DCGM_BLANK_SAMPLE))
+        .otherwise(pl.col("value"))
+        .alias("value")
+    )
     (tmp / "job.om").write_text(openmetrics(df))
     data = tmp / "data"
     subprocess.run(

@@ -7,6 +7,7 @@ import socket
 import threading
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -145,3 +146,15 @@ def test_priority_metrics_all_queryable(prom_job: PromJob) -> None:
     specs = [spec_for(m) for m in default_priority()]
     df = fetch_job(PromConfig(prom_job.url), prom_job.nodes, prom_job.start, prom_job.end, specs)
     assert set(df["metric"].unique()) == {s.name for s in specs}
+
+
+def test_a_dcgm_blank_served_by_prometheus_is_dropped_with_its_reason(prom_job: PromJob) -> None:
+    from aegis_slurm.metrics.align import align
+
+    specs = [spec_for("DCGM_FI_DEV_GPU_TEMP")]
+    df = fetch_job(PromConfig(prom_job.url), prom_job.nodes, prom_job.start, prom_job.end, specs)
+    # the blank reaches us through max by (Hostname): the catalog's aggregation for temperature
+    assert df["value"].max() >= 1e18
+    al = align(df, step=15.0)
+    assert al.dropped["DCGM blank value (no reading)"] >= 1
+    assert np.nanmax(al.data["DCGM_FI_DEV_GPU_TEMP"]) < 100
