@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from aegis_slurm.metrics.align import Aligned, align
-from aegis_slurm.metrics.catalog import DEFAULT_METRICS, spec_for
+from aegis_slurm.metrics.catalog import spec_for
 from aegis_slurm.metrics.detect import Params, Result, detect, lambda_2delta
 from aegis_slurm.metrics.priority import default_priority
 from aegis_slurm.metrics.prometheus import PromConfig, fetch_job
@@ -99,5 +99,3 @@ def diagnose_job_metrics(
     )
     return to_json(result)
 
-
-_ = DEFAULT_METRICS  # re-exported catalog for callers building their own list

@@ -158,3 +158,37 @@ def test_a_dcgm_blank_served_by_prometheus_is_dropped_with_its_reason(prom_job: 
     al = align(df, step=15.0)
     assert al.dropped["DCGM blank value (no reading)"] >= 1
     assert np.nanmax(al.data["DCGM_FI_DEV_GPU_TEMP"]) < 100
+
+
+def test_cli_reads_the_job_window_from_the_analytics_store(prom_job: PromJob, tmp_path) -> None:
+    from datetime import UTC, datetime
+
+    from aegis_slurm.accounting import ingest_files
+
+    def local(t: float) -> str:  # sacct prints local time without a zone
+        return datetime.fromtimestamp(t, UTC).astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+
+    nodes = f"gpu[0000-{len(prom_job.nodes) - 1:04d}]"
+    export = tmp_path / "sacct.txt"
+    export.write_text(
+        "JobIDRaw|JobID|Cluster|State|ExitCode|Submit|Start|End|ElapsedRaw|NNodes|NodeList|JobName\n"
+        f"4243|4243|c|FAILED|1:0|{local(prom_job.start - 60)}|{local(prom_job.start)}|"
+        f"{local(prom_job.end)}|{int(prom_job.end - prom_job.start)}|{len(prom_job.nodes)}|"
+        f"{nodes}|train\n"
+    )
+    ingest_files([export], tmp_path / "store")
+    r = CliRunner().invoke(
+        main,
+        [
+            "minder",
+            "--prometheus",
+            prom_job.url,
+            "--job",
+            "4243",
+            "--store",
+            str(tmp_path / "store"),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert [f["node"] for f in json.loads(r.stdout)["faulty"]] == [prom_job.truth.node]
