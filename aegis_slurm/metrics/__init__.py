@@ -98,4 +98,3 @@ def diagnose_job_metrics(
         df, nodes=nodes, start=start, end=end, priority=pri, params=params, step=step
     )
     return to_json(result)
-

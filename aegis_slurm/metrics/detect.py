@@ -29,7 +29,7 @@ class Params:
     max_share: float = 0.1  # more candidates than this share of nodes: a job-wide event, not a node
     denoise: str = "median"  # "median" | "none"
     denoise_size: int = 5  # samples in the running median
-    rate_window: float = 60.0  # seconds over which counters become rates (like rate(x[1m]))
+    rate_window: float = 120.0  # seconds over which counters become rates (like rate(x[2m]))
     warmup: float = 300.0  # seconds after the first sample in which nothing is flagged
     quorum: float = 0.5  # share of nodes that must report for a time step to be judged
 

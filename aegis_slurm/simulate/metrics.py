@@ -9,7 +9,9 @@ What this models (and the detector must cope with), per the Minder and Aegis pap
   and ~1 % of scrapes are missing;
 * benign events that must stay quiet: nodes starting up to 90 s apart (warm-up), checkpoint pauses
   on all nodes at once, a job-wide slowdown, a short blip on one node (< 4 min), one node with a
-  constant hardware offset (warmer, more power, a slightly lower clock);
+  constant hardware offset (warmer, more power, a slightly lower clock), pipeline stages whose
+  load differs for good plus rank 0's extra CPU and memory, and scrape glitches (0.3 % of
+  gauge samples off by a factor 0.3-2);
 * synchronous training: a fault that slows one node slows every node, so utilisation-like metrics
   move together and the culprit shows only in metrics local to it; when a rank dies, its peers
   hang in NCCL (utilisation ~100 % at idle power) until the NCCL timeout, then the job ends;
@@ -54,6 +56,9 @@ NODE = (
 )
 
 
+#: benign events, each drawn into a job with probability 0.6 (late start and checkpoints always)
+BENIGN = ("late_start", "checkpoint", "slowdown", "blip", "offset", "pipeline", "spikes")
+
 _SCHEMA = {"t": pl.Float64, "node": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64}
 
 
@@ -85,11 +90,7 @@ def simulate_job(
     dur = minutes * 60.0
     nodes = [f"gpu{i:04d}" for i in range(n_nodes)]
     if benign is None:
-        benign = tuple(
-            b
-            for b in ("late_start", "checkpoint", "slowdown", "blip", "offset")
-            if b in ("late_start", "checkpoint") or rng.random() < 0.6
-        )
+        benign = tuple(b for b in BENIGN if b in ("late_start", "checkpoint") or rng.random() < 0.6)
     culprit = int(rng.integers(n_nodes)) if fault else None
     onset = t0 + float(rng.uniform(0.25, 0.6)) * dur if fault else None
     hang_end = onset + float(rng.uniform(8, 20)) * 60 if fault in _HANGS else None  # NCCL timeout
@@ -129,6 +130,11 @@ def simulate_job(
             )
             if blip_node >= 0:
                 _blip(name, v, ts, blip_node, blip_at, blip_len)
+            if "pipeline" in benign:
+                _pipeline(name, v)
+            if "spikes" in benign and not name.endswith(("_total", "_COUNTER")):
+                glitch = rng.random(v.shape) < 0.003
+                v = np.where(glitch, v * rng.uniform(0.3, 2.0, v.shape), v)
             ok = keep & ~_vanished(name, st)
             ii, jj = np.nonzero(ok)
             frames.append(
@@ -258,6 +264,31 @@ def _blip(name: str, v: np.ndarray, ts, node: int, at: float, length: float) -> 
     }.get(name)
     if factor is not None:
         v[node, m] *= factor
+
+
+#: per pipeline-parallel stage (4 stages over the nodes in order): the first stage holds the
+#: embeddings, the last computes the loss; middle stages send activations both ways
+_STAGE = {
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": (0.9, 1.0, 1.0, 1.1),
+    "DCGM_FI_DEV_POWER_USAGE": (0.95, 1.0, 1.0, 1.05),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": (1.0, 1.15, 1.15, 1.0),
+    "node_infiniband_port_data_received_bytes_total": (0.85, 1.0, 1.0, 0.85),
+}
+
+
+def _pipeline(name: str, v: np.ndarray) -> None:
+    """Pipeline stages that differ for good, and rank 0's extra CPU and memory (logging, eval)."""
+    n = v.shape[0]
+    if name in _STAGE:
+        f = np.asarray(_STAGE[name])[np.arange(n) * 4 // n][:, None]
+        if name.endswith("_total"):
+            v[:] = v[:, :1] + (v - v[:, :1]) * f  # scale the counter's increments
+        else:
+            v *= f
+    elif name == "node_load1":
+        v[0] += 8.0
+    elif name == "node_memory_MemAvailable_bytes":
+        v[0] -= 150e9
 
 
 def _vanished(name: str, st) -> np.ndarray:
