@@ -78,6 +78,10 @@ def accuracy(jobs_per_fault: int) -> dict[str, dict[str, float]]:
             "minder_threshold_0.06_no_denoise": lambda a: detect(
                 a, default_priority(), Params(threshold=0.06, denoise="none")
             ),
+            "minder_no_physical_range": lambda a: detect(
+                a, default_priority(), Params(physical_range=False)
+            ),
+            "minder_no_job_wide_cap": lambda a: detect(a, default_priority(), Params(max_share=1)),
             "lambda_2delta": lambda a: lambda_2delta(a, METRICS),
             "zscore_4min": lambda a: zscore_baseline(a, METRICS),
         }

@@ -32,6 +32,7 @@ class Params:
     rate_window: float = 120.0  # seconds over which counters become rates (like rate(x[2m]))
     warmup: float = 300.0  # seconds after the first sample in which nothing is flagged
     quorum: float = 0.5  # share of nodes that must report for a time step to be judged
+    physical_range: bool = True  # Min-Max floor at the catalog's range (False: the data's only)
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,8 @@ def prepare(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
     if spec.kind == "counter":
         X = to_rates(X, aligned.step, p.rate_window)
     X = denoise(X, p.denoise_size, p.denoise)
+    if not p.physical_range:
+        return normalise(X)
     return normalise(X, spec.lo, spec.hi)
 
 
