@@ -26,7 +26,7 @@ class Params:
     window: float = 60.0  # seconds per distance window (Minder's w)
     continuity: float = 240.0  # seconds a node must stay the outlier (Minder: ~4 min)
     threshold: float = 0.12  # RMS normalised distance to the peers' median that makes a candidate
-    max_share: float = 0.1  # more candidates than this share of nodes: a job-wide event, not a node
+    max_share: float = 0.25  # more candidates than this share of nodes: a job-wide event
     denoise: str = "median"  # "median" | "none"
     denoise_size: int = 5  # samples in the running median
     rate_window: float = 120.0  # seconds over which counters become rates (like rate(x[2m]))

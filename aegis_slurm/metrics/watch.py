@@ -165,6 +165,7 @@ def run_pass(
             export.log("err", f"{WHO} internal error on job {job.job_id}: {e!r}", cfg.watch.syslog)
             continue
         rep.jobs_checked += 1
+        seen = set(df["node"].unique().to_list())
         for f in result.faulty:
             key = f"{job.job_id}:{f.node}"
             if key in incidents:
@@ -178,7 +179,11 @@ def run_pass(
             }
             evidence = f"{f.metric} off its peers since {inc['first_detected']} (job {job.job_id})"
             export.log("alert", f"{WHO} {f.node}: {evidence}", cfg.watch.syslog)
-            if cfg.watch.drain:
+            if f.node not in seen:
+                # not one sample in the window: an exporter down or a label mapping that does not
+                # fit this node, as likely as a dead machine; alert, never drain on it
+                inc["action"] = "alert (no samples in the window: exporter or label mapping?)"
+            elif cfg.watch.drain:
                 try:
                     # naive local time, like Slurm's reason timestamps the guard compares it to
                     inc["action"] = _drain(cfg, f.node, evidence, datetime.fromtimestamp(now))

@@ -91,3 +91,16 @@ def test_watch_once_without_squeue_is_an_error_and_writes_the_textfile(
     assert r.exit_code == 1
     assert r.stderr.startswith("aegis-slurm: error: squeue failed")
     assert "aegis_minder_jobs_checked 0" in (tmp_path / "tf" / "aegis_minder.prom").read_text()
+
+
+def test_a_node_without_any_sample_is_alerted_never_drained(
+    prom_job: PromJob, tmp_path: Path
+) -> None:
+    # "ghost01" has no series at all (a wrong label mapping looks the same): drain is configured,
+    # but the action is an alert only, and the real culprit is still found
+    cfg = config(tmp_path, drain=True, syslog=False)
+    job = JobWindow("81", [*prom_job.nodes, "ghost01"], prom_job.start, prom_job.end)
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, {})
+    actions = {i["node"]: i["action"] for i in rep.new}
+    assert actions["ghost01"].startswith("alert (no samples")
+    assert prom_job.truth.node in actions
