@@ -5,7 +5,9 @@ Speed (targets from the issue):
 * ``live_1024_nodes_s``: one detection pass (align + all metrics) over a 1,024-node job's last
   10 minutes, 12 metrics, 15 s samples, from the long table a Prometheus fetch returns; <= 1 s;
 * ``offline_256_nodes_6h_s``: read a 6-hour, 256-node Parquet file, align, detect; <= 20 s;
-* ``per_node_ms``: the live pass at 128 .. 1,024 nodes, per node: flat means linear in nodes.
+* ``per_node_ms``: the live pass at 128 .. 1,024 nodes, per node: flat means linear in nodes;
+* ``watch_pass_prometheus_s``: a whole ``watch`` pass for one job of 128 .. 1,024 nodes against
+  a real Prometheus on loopback (12 range queries + detection; needs Debian's ``prometheus``).
 
 Accuracy: precision, recall, median detection delay of Minder (with and without denoising),
 Aegis' λ+2δ and the per-step z-score + 4-minute continuity baseline, on the *evaluation* split
@@ -65,6 +67,61 @@ def offline_6h() -> tuple[float, int]:
         return time.perf_counter() - t, df.height
 
 
+def watch_pass_with_prometheus() -> dict[int, float]:
+    """A whole ``watch`` pass (12 range queries to a real Prometheus + detection) per job size."""
+    import shutil
+    import subprocess
+    import sys
+
+    from aegis_slurm.metrics.config import MinderConfig
+    from aegis_slurm.metrics.slurmjob import JobWindow
+    from aegis_slurm.metrics.watch import run_pass
+
+    if shutil.which("prometheus") is None:
+        print("prometheus not installed: watch pass not measured")
+        return {}
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from metrics.conftest import openmetrics, start_prometheus
+
+    now = time.time()
+    start = datetime.fromtimestamp(now - 15 * 60, UTC)
+    df, _ = simulate_job(1024, 12, "slow_gpu", seed=3, start=start)
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        (tmp / "job.om").write_text(openmetrics(df))
+        subprocess.run(
+            [
+                "promtool",
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                str(tmp / "job.om"),
+                str(tmp / "data"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        proc, url = start_prometheus(tmp / "data", tmp)
+        try:
+            end = float(df["time"].max().timestamp())
+            nodes = sorted(df["node"].unique().to_list())
+            cfg = MinderConfig(watch=replace(MinderConfig().watch, syslog=False))
+            for n in (128, 256, 512, 1024):
+                job = JobWindow("1", nodes[:n], end - 12 * 60, end)
+                best = float("inf")
+                for _ in range(3):
+                    t = time.perf_counter()
+                    run_pass(cfg, url, [job], end, {})
+                    best = min(best, time.perf_counter() - t)
+                out[n] = round(best, 3)
+                print(f"watch pass with Prometheus, {n:5d} nodes: {best:.3f} s", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return out
+
+
 def accuracy(jobs_per_fault: int) -> dict[str, dict[str, float]]:
     out = {}
     for split, seed in (("tuning", 1), ("evaluation", 2)):
@@ -118,6 +175,7 @@ def main() -> None:
     res["offline_256_nodes_6h_s"] = round(s, 2)
     res["offline_256_nodes_6h_rows"] = rows
     print(f"offline 256 nodes x 6 h ({rows:,} rows): {s:.2f} s", flush=True)
+    res["watch_pass_prometheus_s"] = watch_pass_with_prometheus()
     if not args.skip_accuracy:
         res["accuracy"] = accuracy(args.jobs_per_fault)
     print(json.dumps(res, indent=1))
