@@ -55,9 +55,21 @@ _config_opt = click.option(
     default=None,
     help="Analytics store that knows the job's nodes and window (else sacct is asked).",
 )
-@click.option("--nodes", default=None, help="The job's nodes (hostlist), instead of asking Slurm.")
-@click.option("--start", default=None, help="Window start, ISO-8601 (with --nodes).")
-@click.option("--end", default=None, help="Window end, ISO-8601 (with --nodes; default now).")
+@click.option(
+    "--nodes",
+    default=None,
+    help="The job's nodes (hostlist): instead of asking Slurm; offline, the rows to judge.",
+)
+@click.option(
+    "--start",
+    default=None,
+    help="Window start, ISO-8601 UTC (online with --nodes; offline, clips the file).",
+)
+@click.option(
+    "--end",
+    default=None,
+    help="Window end, ISO-8601 UTC (online default now; offline, clips the file).",
+)
 @click.option(
     "--detector",
     type=click.Choice(["minder", "lambda2delta"]),
@@ -98,10 +110,25 @@ def detect_cmd(
     if metrics is not None and (url or job_id):
         raise click.UsageError("give either METRICS.parquet or --prometheus with --job, not both")
     if metrics is not None:
+        from aegis_slurm.metrics import slurmjob
         from aegis_slurm.metrics.table import read_table
 
+        names, t0, t1 = None, None, None
+        if nodes or start or end:  # restrict the file to a job's nodes and window
+            t0 = slurmjob.parse_iso(start, "--start") if start else None
+            t1 = slurmjob.parse_iso(end, "--end") if end else None
+            if t0 is not None and t1 is not None and t1 <= t0:
+                raise InputError("--end must be after --start")
+            if nodes:
+                names = slurmjob.from_args("-", nodes, start or "1970-01-01", None).nodes
         result, aligned = analyse(
-            read_table(metrics), priority=pri, params=cfg.detector, detector=detector
+            read_table(metrics),
+            nodes=names,
+            start=t0,
+            end=t1,
+            priority=pri,
+            params=cfg.detector,
+            detector=detector,
         )
     elif url and job_id:
         from aegis_slurm.metrics import slurmjob

@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from aegis_slurm.errors import NoDataError
 from aegis_slurm.metrics.align import Aligned, align
 from aegis_slurm.metrics.catalog import spec_for
 from aegis_slurm.metrics.detect import Params, Result, detect, lambda_2delta
@@ -47,6 +48,11 @@ def analyse(
 ) -> tuple[Result, Aligned]:
     """Align a long table and run a detector (``minder`` or ``lambda2delta``) over it."""
     aligned = align(df, step=step, nodes=nodes, start=start, end=end)
+    if len(aligned.nodes) < 2:
+        raise NoDataError(
+            f"only {len(aligned.nodes)} node(s) in the table: the detectors compare a node "
+            "with its peers, there is nothing to compare"
+        )
     pri = priority or default_priority()
     if detector == "lambda2delta":
         return lambda_2delta(aligned, pri, p=params), aligned

@@ -19,6 +19,9 @@ from aegis_slurm.errors import InputError, NoDataError
 from aegis_slurm.metrics.catalog import DCGM_BLANK, spec_for
 
 COLUMNS = ("time", "node", "metric", "value")
+#: Grid points per metric above which a table is not one job's window (at 15 s: about 35 days);
+#: a stray sample years away would otherwise make a grid of millions of points per node.
+MAX_GRID = 200_000
 
 
 @dataclass
@@ -67,6 +70,11 @@ def clean(df: pl.DataFrame) -> tuple[pl.DataFrame, Counter[str]]:
         if n:
             dropped[reason] += n
             out = out.filter(~bad)
+    key = pl.struct("t", "node", "metric")
+    n = out.height - out.select(key.n_unique()).item()
+    if n:  # the same sample twice (a re-ingested scrape): keep the first, count the rest
+        dropped["duplicate (time, node, metric)"] += n
+        out = out.filter(key.is_first_distinct())
     dcgm = [m for m in out["metric"].unique().to_list() if spec_for(m).source == "dcgm"]
     blank = pl.col("metric").is_in(dcgm) & (pl.col("value").abs() >= DCGM_BLANK)
     n = out.select(blank.sum()).item()
@@ -107,10 +115,25 @@ def align(
         )
         step = infer_step(first["t"].to_numpy())
     tol = 1.5 * step if tolerance is None else tolerance
+    if start is not None or end is not None:  # the grid spans the window: samples outside go
+        lo_t = -np.inf if start is None else start - tol
+        hi_t = np.inf if end is None else end + tol
+        cleaned = cleaned.filter((pl.col("t") >= lo_t) & (pl.col("t") <= hi_t))
+        if cleaned.height == 0:
+            raise NoDataError("no usable metric samples in the window")
     t_all = cleaned["t"].to_numpy()
     lo = np.floor((t_all.min() if start is None else start) / step) * step
     hi = t_all.max() if end is None else end
-    grid = lo + step * np.arange(int(np.floor((hi - lo) / step)) + 1)
+    points = int(np.floor((hi - lo) / step)) + 1
+    if points > MAX_GRID:
+        raise InputError(
+            f"samples span {(hi - lo) / 86400:.1f} days at a {step:g} s step "
+            f"({points} points, more than one job's window of at most {MAX_GRID}); "
+            "give the job's window (--start/--end) or split the file"
+        )
+    if points < 1:
+        raise NoDataError("the window is empty (end before start)")
+    grid = lo + step * np.arange(points)
     names = sorted(cleaned["node"].unique().to_list()) if nodes is None else list(nodes)
     index = {n: i for i, n in enumerate(names)}
     data: dict[str, np.ndarray] = {}
@@ -131,9 +154,28 @@ def _nearest(part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: f
     code, t, v = code[keep], part["t"].to_numpy()[keep], part["value"].to_numpy()[keep]
     if t.size == 0:
         return out
-    # one sorted key per sample: node code * span + time offset; span leaves room for tol
-    t0 = grid[0] - tol - 1
-    span = grid[-1] + tol + 1 - t0 + 1
+    # a node scraped at a slower cadence than the grid is not "missing" between its own scrapes:
+    # each node's tolerance is at least 1.5 of its own median interval for this metric
+    tols = np.full(n, tol)
+    cadence = (
+        pl.DataFrame({"c": code, "t": t})
+        .sort("c", "t")
+        .group_by("c")
+        .agg(pl.col("t").diff().filter(pl.col("t").diff() > 0).median().alias("d"))
+        .drop_nulls()
+    )
+    if cadence.height:
+        c_idx = cadence["c"].to_numpy()
+        tols[c_idx] = np.maximum(tol, 1.5 * cadence["d"].to_numpy())
+    # one sorted key per sample: node code * span + time offset; span leaves room for tol.
+    # Samples beyond the window's reach would leak into a neighbour's key range: drop them.
+    reach = float(tols.max())
+    inside = (t >= grid[0] - reach) & (t <= grid[-1] + reach)
+    code, t, v = code[inside], t[inside], v[inside]
+    if t.size == 0:
+        return out
+    t0 = grid[0] - reach - 1
+    span = grid[-1] + reach + 1 - t0 + 1
     keys = code * span + (t - t0)
     order = np.argsort(keys, kind="stable")
     keys, vals, codes = keys[order], v[order], code[order]
@@ -146,5 +188,5 @@ def _nearest(part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: f
     dr = np.where(codes[right] == qn, np.abs(keys[right] - q), np.inf)
     pick = np.where(dr < dl, right, left)
     best = np.minimum(dl, dr)
-    flat = np.where(best <= tol, vals[pick], np.nan)
+    flat = np.where(best <= np.repeat(tols, T), vals[pick], np.nan)
     return flat.reshape(n, T)

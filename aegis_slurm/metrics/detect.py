@@ -115,18 +115,38 @@ def normalise(X: np.ndarray, lo: float | None = None, hi: float | None = None) -
     return (X - a) / (b - a)
 
 
-def peer_deviation(N: np.ndarray, quorum: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+def peer_deviation(
+    N: np.ndarray, quorum: float = 0.5, ignore: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Squared distance of each node to its peers' median, per time step; and the judged steps.
 
     A node with no value while a quorum of its peers report is as far as it can be (1.0): it
     stopped reporting.  Time steps without a quorum are not judged at all (before or after the job).
+    ``ignore`` marks the nodes that never export this metric at all (while exporting others): a
+    configuration difference, not an absence; they are neither judged nor counted in the quorum.
     """
     present = ~np.isnan(N)
-    judged = present.mean(axis=0) >= quorum
+    keep = np.ones(N.shape[0], bool) if ignore is None else ~ignore
+    judged = present[keep].mean(axis=0) >= quorum if keep.any() else np.zeros(N.shape[1], bool)
     dev = (N - peer_median(N)[None, :]) ** 2
     dev = np.where(present, dev, 1.0)
+    dev[~keep, :] = 0.0
     dev[:, ~judged] = 0.0
     return dev, judged
+
+
+def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
+    """Per metric, the nodes with no sample of it while they have samples of another metric.
+
+    A node absent from *every* metric stays judged (an unreachable machine is evidence); a node
+    that merely lacks one exporter's field (another GPU model, an older dcgm-exporter profile)
+    must not look like one that stopped reporting.
+    """
+    has = {m: ~np.isnan(X).all(axis=1) for m, X in aligned.data.items()}
+    if not has:
+        return {}
+    anywhere = np.logical_or.reduce(list(has.values()))
+    return {m: anywhere & ~h for m, h in has.items()}
 
 
 def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
@@ -182,10 +202,12 @@ def prepare(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
     return normalise(X, spec.lo, spec.hi)
 
 
-def detect_metric(aligned: Aligned, metric: str, p: Params) -> tuple[list[Finding], int]:
+def detect_metric(
+    aligned: Aligned, metric: str, p: Params, ignore: np.ndarray | None = None
+) -> tuple[list[Finding], int]:
     """Minder on one metric: the nodes that stay far from their peers for ``p.continuity``."""
     N = prepare(aligned, metric, p)
-    dev, judged = peer_deviation(N, p.quorum)
+    dev, judged = peer_deviation(N, p.quorum, ignore)
     step = aligned.step
     w = max(round(p.window / step), 1)
     dist = window_distance(dev, w)
@@ -216,8 +238,9 @@ def detect(aligned: Aligned, priority: list[str], p: Params | None = None) -> Re
     best: dict[str, Finding] = {}
     per_metric: dict[str, list[Finding]] = {}
     windows = 0
+    never = never_exported(aligned)
     for m in metrics:
-        found, n = detect_metric(aligned, m, p)
+        found, n = detect_metric(aligned, m, p, never.get(m))
         windows = max(windows, n)
         per_metric[m] = found
         for f in found:
@@ -244,6 +267,7 @@ def lambda_2delta(
     windows = 0
     k = max(round(period / aligned.step), 1)
     warm = aligned.times < aligned.times[0] + p.warmup
+    never = never_exported(aligned)
     for m in metrics:
         if m not in aligned.data:
             continue
@@ -252,11 +276,12 @@ def lambda_2delta(
         if spec.kind == "counter":
             X = to_rates(X, aligned.step, p.rate_window)
         present = ~np.isnan(X)
-        judged = (present.mean(axis=0) >= p.quorum) & ~warm
+        keep = ~never[m]
+        judged = (present[keep].mean(axis=0) >= p.quorum) & ~warm
         lam, delta = _quiet(np.nanmean, X), _quiet(np.nanstd, X)
         low, high = lam - 2 * delta, lam + 2 * delta
         out = np.less(X, low) if spec.agg == "min" else np.greater(X, high)
-        out = (out | ~present) & judged[None, :]
+        out = (out | ~present) & judged[None, :] & keep[:, None]
         windows = max(windows, int(judged.sum()))
         first = continuity(out, k)
         for i in np.flatnonzero(first >= 0):

@@ -77,7 +77,8 @@ def from_store(store: Path, job_id: str) -> JobWindow | None:
     return JobWindow(job_id, list(last["nodes"] or []), start, end)
 
 
-def _iso(text: str, what: str) -> float:
+def parse_iso(text: str, what: str) -> float:
+    """An ISO-8601 time as epoch seconds; without a zone it is UTC."""
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as e:
@@ -93,8 +94,8 @@ def from_args(job_id: str, nodes: str, start: str | None, end: str | None) -> Jo
         names = hostlist.expand_hostlist(nodes)
     except hostlist.BadHostlist as e:
         raise InputError(f"--nodes {nodes!r} is not a hostlist ({e})") from e
-    s = _iso(start, "--start")
-    e = _iso(end, "--end") if end else time.time()
+    s = parse_iso(start, "--start")
+    e = parse_iso(end, "--end") if end else time.time()
     if e <= s:
         raise InputError("--end must be after --start")
     return JobWindow(job_id, names, s, e)
