@@ -16,7 +16,8 @@ import pytest
 from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.detect import Params, detect, lambda_2delta, zscore_baseline
 from aegis_slurm.metrics.priority import default_priority
-from tests.metrics.independent_corpus import corpus, job
+
+from .independent_corpus import corpus, job
 
 
 @dataclass
@@ -113,7 +114,7 @@ def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
 #: little under what was seen (precision, recall, delay in minutes).
 FLOOR = {"minder": (0.42, 0.66, 5.0)}
 
-if __name__ == "__main__":  # pragma: no cover - the measurement behind docs/minder.md
+if __name__ == "__main__":  # python -m tests.metrics.test_independent_corpus (docs/minder.md)
     import sys
 
     for name, t in evaluate(corpus()).items():
