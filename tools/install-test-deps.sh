@@ -5,7 +5,8 @@
 set -euo pipefail
 
 # chromium: the report tests open the HTML in a real headless browser (tests/report/).
-PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium)
+# prometheus: the minder tests query a real Prometheus (and load it with promtool) on loopback.
+PACKAGES=(slurmctld slurmd slurmdbd slurm-client munge mariadb-server chromium prometheus)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-test-deps: must run as root (apt-get)" >&2

@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "store": "aegis_slurm.cli.store_cmd:store",
     "check": "aegis_slurm.cli.check_cmd:check",
     "availability": "aegis_slurm.cli.analytics_cmd:availability",
+    "minder": "aegis_slurm.cli.minder_cmd:minder",
 }
 
 

@@ -1,0 +1,106 @@
+"""Faulty-machine detection from monitoring metrics: Minder (NSDI'25) and Aegis' λ+2δ (NSDI'25).
+
+Data flows one way: a long table (Parquet offline, Prometheus online) -> :func:`align.align` ->
+:mod:`detect` -> a :class:`detect.Result` -> :func:`to_json` (the CLI's stable contract).  See
+docs/minder.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import polars as pl
+
+from aegis_slurm.errors import NoDataError
+from aegis_slurm.metrics.align import Aligned, align
+from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.metrics.detect import Params, Result, detect, lambda_2delta
+from aegis_slurm.metrics.priority import default_priority
+from aegis_slurm.metrics.prometheus import PromConfig, fetch_job
+
+__all__ = [
+    "Aligned",
+    "Params",
+    "PromConfig",
+    "Result",
+    "analyse",
+    "diagnose_job_metrics",
+    "iso",
+    "to_json",
+]
+
+
+def iso(epoch: float) -> str:
+    """ISO-8601 UTC with a Z, to the second."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def analyse(
+    df: pl.DataFrame,
+    nodes: list[str] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+    priority: list[str] | None = None,
+    params: Params | None = None,
+    detector: str = "minder",
+    step: float | None = None,
+) -> tuple[Result, Aligned]:
+    """Align a long table and run a detector (``minder`` or ``lambda2delta``) over it."""
+    aligned = align(df, step=step, nodes=nodes, start=start, end=end)
+    if len(aligned.nodes) < 2:
+        raise NoDataError(
+            f"only {len(aligned.nodes)} node(s) in the table: the detectors compare a node "
+            "with its peers, there is nothing to compare"
+        )
+    pri = priority or default_priority()
+    if detector == "lambda2delta":
+        return lambda_2delta(aligned, pri, p=params), aligned
+    if detector != "minder":
+        raise ValueError(f"unknown detector {detector!r}")
+    return detect(aligned, pri, params), aligned
+
+
+def to_json(result: Result) -> dict[str, Any]:
+    """The stable ``--json`` contract.
+
+    ``{"faulty": [{"node", "first_detected", "metric", "score"}, ...], "windows": int}``.
+    """
+    return {
+        "faulty": [
+            {
+                "node": f.node,
+                "first_detected": iso(f.first_detected),
+                "metric": f.metric,
+                "score": round(float(f.score), 4),
+            }
+            for f in result.faulty
+        ],
+        "windows": int(result.windows),
+    }
+
+
+def diagnose_job_metrics(
+    prometheus_url: str,
+    nodes: list[str],
+    start: float,
+    end: float,
+    config: PromConfig | None = None,
+    priority: list[str] | None = None,
+    params: Params | None = None,
+    step: float = 15.0,
+) -> dict[str, Any]:
+    """The detector's verdict for one job's window, for ``aegis-slurm diagnose``.
+
+    Returns the same dict as ``aegis-slurm minder --json``.  Raises
+    :class:`aegis_slurm.errors.ServiceError` when Prometheus is down or slow (never "no fault")
+    and :class:`aegis_slurm.errors.NoDataError` when it holds no sample for the job.
+    """
+    cfg = config or PromConfig(prometheus_url)
+    pri = priority or default_priority()
+    specs = [spec_for(m) for m in pri]
+    df = fetch_job(cfg, nodes, start, end, specs, step)
+    result, _ = analyse(
+        df, nodes=nodes, start=start, end=end, priority=pri, params=params, step=step
+    )
+    return to_json(result)

@@ -1,0 +1,192 @@
+"""Minder step 1: put every node's samples of every metric on one time grid.
+
+Exporters are scraped at different offsets and miss samples, so node A's 12:00:03 and node B's
+12:00:11 are the same instant of a synchronous job.  Each grid point takes the *nearest* sample of
+that node within ``tolerance`` (Minder: "a missed sample is filled from the nearest one").  A gap
+longer than the tolerance stays NaN on purpose: a node that stops reporting is evidence
+(:mod:`aegis_slurm.metrics.detect` scores it as maximally far from its peers), not missing data.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from aegis_slurm.errors import InputError, NoDataError
+from aegis_slurm.metrics.catalog import DCGM_BLANK, spec_for
+
+COLUMNS = ("time", "node", "metric", "value")
+#: Grid points per metric above which a table is not one job's window (at 15 s: about 35 days);
+#: a stray sample years away would otherwise make a grid of millions of points per node.
+MAX_GRID = 200_000
+
+
+@dataclass
+class Aligned:
+    """Samples on a common grid: ``data[metric]`` is a ``(len(nodes), len(times))`` float array."""
+
+    times: np.ndarray  # epoch seconds (float64), the grid
+    nodes: list[str]
+    data: dict[str, np.ndarray]
+    step: float
+    dropped: Counter[str] = field(default_factory=Counter)  # malformed samples by reason
+
+
+def clean(df: pl.DataFrame) -> tuple[pl.DataFrame, Counter[str]]:
+    """Validate the long table; drop (and count, by reason) the samples that cannot be used.
+
+    Returns columns ``t`` (epoch seconds, float), ``node``, ``metric``, ``value``.
+    """
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"metrics table lacks column(s) {', '.join(missing)}; "
+            f"expected {', '.join(COLUMNS)} (time UTC, node, metric, value)"
+        )
+    dtype = df.schema["time"]
+    if not isinstance(dtype, pl.Datetime):
+        raise InputError(f"metrics table: column time is {dtype}, expected a UTC datetime")
+    t = pl.col("time")
+    if dtype.time_zone is not None:
+        t = t.dt.convert_time_zone("UTC")
+    out = df.select(
+        t.dt.epoch("us").cast(pl.Float64).truediv(1e6).alias("t"),
+        pl.col("node").cast(pl.Utf8),
+        pl.col("metric").cast(pl.Utf8),
+        pl.col("value").cast(pl.Float64, strict=False),
+    )
+    dropped: Counter[str] = Counter()
+    reasons = {
+        "null time, node or metric": pl.any_horizontal(
+            pl.col("t").is_null(), pl.col("node").is_null(), pl.col("metric").is_null()
+        ),
+        "value not a finite number": pl.col("value").is_null() | ~pl.col("value").is_finite(),
+    }
+    for reason, bad in reasons.items():
+        n = out.select(bad.sum()).item()
+        if n:
+            dropped[reason] += n
+            out = out.filter(~bad)
+    key = pl.struct("t", "node", "metric")
+    n = out.height - out.select(key.n_unique()).item()
+    if n:  # the same sample twice (a re-ingested scrape): keep the first, count the rest
+        dropped["duplicate (time, node, metric)"] += n
+        out = out.filter(key.is_first_distinct())
+    dcgm = [m for m in out["metric"].unique().to_list() if spec_for(m).source == "dcgm"]
+    blank = pl.col("metric").is_in(dcgm) & (pl.col("value").abs() >= DCGM_BLANK)
+    n = out.select(blank.sum()).item()
+    if n:
+        dropped["DCGM blank value (no reading)"] += n
+        out = out.filter(~blank)
+    return out, dropped
+
+
+def infer_step(t: np.ndarray) -> float:
+    """The scrape interval: the median gap between a series' consecutive samples, at least 1 s."""
+    d = np.diff(np.sort(np.unique(t)))
+    d = d[d > 0]
+    return float(max(np.median(d), 1.0)) if d.size else 15.0
+
+
+def align(
+    df: pl.DataFrame,
+    step: float | None = None,
+    tolerance: float | None = None,
+    nodes: list[str] | None = None,
+    start: float | None = None,
+    end: float | None = None,
+) -> Aligned:
+    """Align a long table (``time, node, metric, value``) onto a grid of ``step`` seconds.
+
+    ``nodes`` (e.g. the job's node list) fixes the rows: a node of the job with no sample at all
+    is kept, all NaN — evidence of an unreachable machine.  ``tolerance`` defaults to 1.5 steps
+    (one missed scrape is filled, two in a row are not).
+    """
+    cleaned, dropped = clean(df)
+    if cleaned.height == 0:
+        raise NoDataError("no usable metric samples in the window")
+    # no global sort: a string sort of millions of rows costs seconds; _nearest sorts numbers
+    if step is None:
+        first = cleaned.filter(
+            (pl.col("metric") == cleaned["metric"][0]) & (pl.col("node") == cleaned["node"][0])
+        )
+        step = infer_step(first["t"].to_numpy())
+    tol = 1.5 * step if tolerance is None else tolerance
+    if start is not None or end is not None:  # the grid spans the window: samples outside go
+        lo_t = -np.inf if start is None else start - tol
+        hi_t = np.inf if end is None else end + tol
+        cleaned = cleaned.filter((pl.col("t") >= lo_t) & (pl.col("t") <= hi_t))
+        if cleaned.height == 0:
+            raise NoDataError("no usable metric samples in the window")
+    t_all = cleaned["t"].to_numpy()
+    lo = np.floor((t_all.min() if start is None else start) / step) * step
+    hi = t_all.max() if end is None else end
+    points = int(np.floor((hi - lo) / step)) + 1
+    if points > MAX_GRID:
+        raise InputError(
+            f"samples span {(hi - lo) / 86400:.1f} days at a {step:g} s step "
+            f"({points} points, more than one job's window of at most {MAX_GRID}); "
+            "give the job's window (--start/--end) or split the file"
+        )
+    if points < 1:
+        raise NoDataError("the window is empty (end before start)")
+    grid = lo + step * np.arange(points)
+    names = sorted(cleaned["node"].unique().to_list()) if nodes is None else list(nodes)
+    index = {n: i for i, n in enumerate(names)}
+    data: dict[str, np.ndarray] = {}
+    for part in cleaned.partition_by("metric", maintain_order=True):
+        data[str(part["metric"][0])] = _nearest(part, index, grid, tol)
+    unknown = cleaned.filter(~pl.col("node").is_in(names)).height
+    if unknown:
+        dropped["node not in the job"] += unknown
+    return Aligned(grid, names, data, float(step), dropped)
+
+
+def _nearest(part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: float) -> np.ndarray:
+    """Nearest sample (within ``tol``) of each node at each grid point, in one searchsorted."""
+    n, T = len(index), grid.size
+    out = np.full((n, T), np.nan)
+    code = part["node"].replace_strict(index, default=-1, return_dtype=pl.Int64).to_numpy()
+    keep = code >= 0
+    code, t, v = code[keep], part["t"].to_numpy()[keep], part["value"].to_numpy()[keep]
+    if t.size == 0:
+        return out
+    # a node scraped at a slower cadence than the grid is not "missing" between its own scrapes:
+    # each node's tolerance is at least 1.5 of its own median interval for this metric
+    tols = np.full(n, tol)
+    cadence = (
+        pl.DataFrame({"c": code, "t": t})
+        .sort("c", "t")
+        .group_by("c")
+        .agg(pl.col("t").diff().filter(pl.col("t").diff() > 0).median().alias("d"))
+        .drop_nulls()
+    )
+    if cadence.height:
+        c_idx = cadence["c"].to_numpy()
+        tols[c_idx] = np.maximum(tol, 1.5 * cadence["d"].to_numpy())
+    # one sorted key per sample: node code * span + time offset; span leaves room for tol.
+    # Samples beyond the window's reach would leak into a neighbour's key range: drop them.
+    reach = float(tols.max())
+    inside = (t >= grid[0] - reach) & (t <= grid[-1] + reach)
+    code, t, v = code[inside], t[inside], v[inside]
+    if t.size == 0:
+        return out
+    t0 = grid[0] - reach - 1
+    span = grid[-1] + reach + 1 - t0 + 1
+    keys = code * span + (t - t0)
+    order = np.argsort(keys, kind="stable")
+    keys, vals, codes = keys[order], v[order], code[order]
+    qn = np.repeat(np.arange(n), T)
+    q = qn * span + (np.tile(grid, n) - t0)
+    right = np.searchsorted(keys, q)
+    left = np.clip(right - 1, 0, keys.size - 1)
+    right = np.clip(right, 0, keys.size - 1)
+    dl = np.where(codes[left] == qn, np.abs(q - keys[left]), np.inf)
+    dr = np.where(codes[right] == qn, np.abs(keys[right] - q), np.inf)
+    pick = np.where(dr < dl, right, left)
+    best = np.minimum(dl, dr)
+    flat = np.where(best <= np.repeat(tols, T), vals[pick], np.nan)
+    return flat.reshape(n, T)

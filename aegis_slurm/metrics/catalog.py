@@ -1,0 +1,55 @@
+"""The metrics the detector reads, named as dcgm-exporter and node_exporter ship them.
+
+Per node, a GPU metric is aggregated over the node's GPUs by the function that lets *one* bad GPU
+show: the lowest clock, power, utilisation and tensor duty, the highest temperature, the sum of
+error counters.  ``lo``/``hi`` are the metric's physical range, used as the floor of the Min-Max
+range (a steady job's tiny data range would otherwise turn a 2 °C hardware offset into a full-scale
+outlier); ``None`` takes the range from the data alone.  ``counter`` metrics are turned into
+per-second rates by the detector (:func:`aegis_slurm.metrics.detect.to_rates`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    source: str  # "dcgm" (label Hostname) | "node" (node_exporter, label instance)
+    kind: str  # "gauge" | "counter"
+    agg: str  # per-node aggregation over GPUs / devices / ports: "min" | "max" | "sum" | "avg"
+    lo: float | None = None
+    hi: float | None = None
+
+
+#: The default set: twelve metrics, as in the issue's performance target.
+DEFAULT_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
+    MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700),
+    MetricSpec("DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100),
+    MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
+    MetricSpec("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1),
+    MetricSpec("DCGM_FI_PROF_PCIE_TX_BYTES", "dcgm", "gauge", "min", 0, 32e9),
+    MetricSpec("DCGM_FI_PROF_NVLINK_TX_BYTES", "dcgm", "gauge", "min", 0, 300e9),
+    MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 0, 50),
+    MetricSpec("node_infiniband_port_data_received_bytes_total", "node", "counter", "sum", 0, 50e9),
+    MetricSpec("node_infiniband_link_downed_total", "node", "counter", "sum", 0, 0.05),
+    MetricSpec("node_load1", "node", "gauge", "avg", 0, 256),
+    MetricSpec("node_memory_MemAvailable_bytes", "node", "gauge", "avg", 0, 2e12),
+)
+
+BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}
+
+#: DCGM reports "no value" as large sentinels (DCGM_INT64_BLANK = 0x7ffffff0 ... and
+#: DCGM_FP64_BLANK = 140737488355328.0); dcgm-exporter passes them through (its README's sample
+#: shows ``DCGM_FI_DEV_MEMORY_TEMP ... 9223372036854775794``).  At or above this: a blank.
+DCGM_BLANK = 1.4e14
+
+
+def spec_for(name: str) -> MetricSpec:
+    """The catalog entry, or a gauge ranged by its data for a metric the catalog doesn't know."""
+    if name in BY_NAME:
+        return BY_NAME[name]
+    kind = "counter" if name.endswith("_total") else "gauge"
+    return MetricSpec(name, "dcgm" if name.startswith("DCGM_") else "node", kind, "avg")

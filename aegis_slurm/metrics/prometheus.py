@@ -1,0 +1,172 @@
+"""Read a job's metrics from Prometheus' HTTP API (``/api/v1/query_range``).
+
+One range query per metric, aggregated per node by the catalog's function over the label that names
+the node (dcgm-exporter: ``Hostname``; node_exporter: ``instance``).  The mapping from a Slurm node
+name to that label's value is a template per exporter (``{node}`` and ``{node}:9100`` by default).
+
+``last_over_time(x[tolerance])`` keeps Prometheus from carrying a vanished series' last value
+forward for its default 5-minute lookback: a node that stopped reporting must show as absent.
+Down, slow or erroring Prometheus: a :class:`ServiceError` naming the URL and the cause, after
+``retries`` attempts.  It is never read as "no outlier".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from aegis_slurm.errors import ConfigError, ServiceError
+from aegis_slurm.metrics.catalog import MetricSpec
+
+
+@dataclass(frozen=True)
+class PromConfig:
+    url: str
+    timeout: float = 10.0  # seconds per HTTP request
+    retries: int = 2  # extra attempts after a connection error, timeout or 5xx
+    backoff: float = 1.0  # seconds before the first retry, doubled after each
+    dcgm_label: str = "Hostname"
+    dcgm_value: str = "{node}"
+    node_label: str = "instance"
+    node_value: str = "{node}:9100"
+
+    def __post_init__(self) -> None:
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"Prometheus URL {self.url!r} must be http(s)://host[:port][/path]")
+        for t in (self.dcgm_value, self.node_value):
+            if "{node}" not in t:
+                raise ConfigError(f"label template {t!r} must contain {{node}}")
+
+    def label(self, spec: MetricSpec) -> tuple[str, str]:
+        return (
+            (self.dcgm_label, self.dcgm_value)
+            if spec.source == "dcgm"
+            else (self.node_label, self.node_value)
+        )
+
+
+def _get(cfg: PromConfig, path: str, params: dict[str, str]) -> dict:
+    """POST a form to the API; retry transient failures; return the ``data`` object."""
+    url = cfg.url.rstrip("/") + path
+    body = urllib.parse.urlencode(params).encode()
+    delay, last = cfg.backoff, ""
+    for attempt in range(cfg.retries + 1):
+        if attempt:
+            time.sleep(delay)
+            delay *= 2
+        req = urllib.request.Request(url, data=body, method="POST")  # noqa: S310 (http(s) only)
+        req.add_header("Content-Type", "application/x-www-form-urlencoded")
+        try:
+            with urllib.request.urlopen(req, timeout=cfg.timeout) as resp:  # noqa: S310
+                doc = json.load(resp)
+        except urllib.error.HTTPError as e:
+            detail = _api_error(e)
+            if e.code < 500:  # a bad query does not get better by asking again
+                raise ServiceError(f"Prometheus at {cfg.url} refused the query: {detail}") from e
+            last = f"HTTP {e.code}: {detail}"
+            continue
+        except (TimeoutError, urllib.error.URLError, ConnectionError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            last = (
+                f"no answer within {cfg.timeout:g}s"
+                if isinstance(reason, TimeoutError) or "timed out" in str(reason)
+                else f"{reason}"
+            )
+            continue
+        except json.JSONDecodeError as e:
+            last = f"answer is not JSON ({e.msg})"
+            continue
+        if not isinstance(doc, dict) or doc.get("status") != "success":
+            err = doc.get("error", doc) if isinstance(doc, dict) else doc
+            raise ServiceError(f"Prometheus at {cfg.url} answered an error: {err}")
+        return doc.get("data", {})
+    raise ServiceError(
+        f"Prometheus at {cfg.url} is unavailable after {cfg.retries + 1} attempt(s): {last}; "
+        "no verdict (not a pass)"
+    )
+
+
+def _api_error(e: urllib.error.HTTPError) -> str:
+    try:
+        doc = json.loads(e.read() or b"{}")
+        return str(doc.get("error") or e.reason)
+    except (ValueError, OSError):
+        return str(e.reason)
+
+
+def query_expr(spec: MetricSpec, label: str, values: list[str], lookback: float) -> str:
+    """PromQL for one metric over the job's nodes, one series per node."""
+    alt = "|".join(re.escape(v) for v in values)
+    alt = alt.replace("\\", "\\\\").replace('"', '\\"')
+    sel = f'{spec.name}{{{label}=~"{alt}"}}'
+    return f"{spec.agg} by ({label}) (last_over_time({sel}[{max(int(lookback), 1)}s]))"
+
+
+def fetch_job(
+    cfg: PromConfig,
+    nodes: list[str],
+    start: float,
+    end: float,
+    metrics: list[MetricSpec],
+    step: float = 15.0,
+) -> pl.DataFrame:
+    """The job's long table (``time, node, metric, value``) over ``[start, end]``."""
+    if not nodes:
+        raise ConfigError("the job has no nodes to query")
+    frames = []
+    for spec in metrics:
+        label, template = cfg.label(spec)
+        back = {template.format(node=n): n for n in nodes}
+        data = _get(
+            cfg,
+            "/api/v1/query_range",
+            {
+                "query": query_expr(spec, label, list(back), 1.5 * step),
+                "start": f"{start:.3f}",
+                "end": f"{end:.3f}",
+                "step": f"{step:g}s",
+            },
+        )
+        for series in data.get("result", []):
+            node = back.get(series.get("metric", {}).get(label, ""))
+            vals = series.get("values") or []
+            if node is None or not vals:
+                continue
+            arr = np.asarray(vals, dtype=object)
+            t = arr[:, 0].astype(float)
+            v = np.array([_num(x) for x in arr[:, 1]])
+            frames.append(
+                pl.DataFrame(
+                    {"t": t, "node": node, "metric": spec.name, "value": v},
+                    schema={
+                        "t": pl.Float64,
+                        "node": pl.Utf8,
+                        "metric": pl.Utf8,
+                        "value": pl.Float64,
+                    },
+                )
+            )
+    schema = {"t": pl.Float64, "node": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64}
+    df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    return df.select(
+        (pl.col("t") * 1e6).cast(pl.Int64).cast(pl.Datetime("us", "UTC")).alias("time"),
+        "node",
+        "metric",
+        "value",
+    )
+
+
+def _num(x: object) -> float:
+    try:
+        return float(x)  # Prometheus sends "NaN", "+Inf" as strings: float() reads them
+    except (TypeError, ValueError):
+        return float("nan")

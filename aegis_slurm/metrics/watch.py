@@ -1,0 +1,230 @@
+"""``aegis-slurm minder watch``: every running multi-node job, every interval.
+
+One pass: running jobs from ``squeue`` → for each job with at least ``min_nodes`` nodes, the last
+``lookback`` seconds from Prometheus → Minder → for each *new* incident (job, node): syslog, the
+node_exporter textfile metric, and — only when ``drain = true`` — a drain through the Prolog's
+drain-storm guard (``scontrol update state=drain`` lets the running job finish: the node is drained
+after the job).  An incident is acted on once; the state file remembers it until the job ends.
+
+Never acts on a failure of its own: Prometheus down or slow, squeue failing, or a bug in the
+analysis of one job is logged (and ``aegis_minder_prometheus_up 0`` exported); no node is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import hostlist
+
+from aegis_slurm.errors import AegisError, ServiceError
+from aegis_slurm.metrics import analyse, iso
+from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.metrics.config import MinderConfig
+from aegis_slurm.metrics.priority import default_priority
+from aegis_slurm.metrics.prometheus import fetch_job
+from aegis_slurm.metrics.slurmjob import JobWindow
+from aegis_slurm.node import export, probes
+
+WHO = "aegis-minder:"
+TEXTFILE = "aegis_minder.prom"
+
+
+@dataclass
+class PassReport:
+    jobs_checked: int = 0
+    prometheus_ok: bool = True
+    errors: list[str] = field(default_factory=list)
+    new: list[dict[str, Any]] = field(default_factory=list)  # incidents acted on this pass
+    open: dict[str, dict[str, Any]] = field(default_factory=dict)  # all incidents of running jobs
+
+
+def parse_squeue(text: str, now: float) -> list[JobWindow]:
+    """``squeue -h -t R -o %i|%N|%S`` -> running jobs (start in local time, as Slurm prints)."""
+    out = []
+    for line in text.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) != 3 or not parts[1]:
+            continue
+        try:
+            start = datetime.fromisoformat(parts[2]).astimezone(UTC).timestamp()
+            nodes = hostlist.expand_hostlist(parts[1])
+        except (ValueError, hostlist.BadHostlist):
+            continue
+        out.append(JobWindow(parts[0], nodes, start, now))
+    return out
+
+
+def running_jobs(timeout: float, now: float) -> list[JobWindow]:
+    try:
+        text = probes.run_argv(["squeue", "-h", "-t", "R", "-o", "%i|%N|%S"], timeout)
+    except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed) as e:
+        raise ServiceError(f"squeue failed: {e}") from e
+    return parse_squeue(text, now)
+
+
+def load_state(path: str | Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(Path(path).read_text())
+        return doc if isinstance(doc, dict) and isinstance(doc.get("incidents"), dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def save_state(path: str | Path, state: dict[str, Any]) -> None:
+    p = Path(path)
+    export.write_atomic(p.parent, p.name, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    os.chmod(p, 0o600)
+
+
+def prom_text(report: PassReport, now: float) -> str:
+    esc = export._esc
+    lines = [
+        "# HELP aegis_minder_faulty Node persistently off its peers in a running job (Minder).",
+        "# TYPE aegis_minder_faulty gauge",
+    ]
+    for inc in report.open.values():
+        lines.append(
+            f'aegis_minder_faulty{{node="{esc(inc["node"])}",job="{esc(inc["job"])}",'
+            f'metric="{esc(inc["metric"])}"}} 1'
+        )
+    lines += [
+        "# HELP aegis_minder_prometheus_up 1 if every query of the last pass was answered.",
+        "# TYPE aegis_minder_prometheus_up gauge",
+        f"aegis_minder_prometheus_up {int(report.prometheus_ok)}",
+        "# TYPE aegis_minder_jobs_checked gauge",
+        f"aegis_minder_jobs_checked {report.jobs_checked}",
+        "# TYPE aegis_minder_last_pass_timestamp_seconds gauge",
+        f"aegis_minder_last_pass_timestamp_seconds {now:.3f}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _drain(cfg: MinderConfig, node: str, evidence: str, now: datetime) -> str:
+    """Drain after the job through the Prolog's guarded drain; returns what happened."""
+    from aegis_slurm.node import prolog  # the guarded drain: guard, drain, second look
+    from aegis_slurm.node.verdict import FAIL, Verdict
+
+    counters: dict[str, Any] = {}
+    w = cfg.watch
+    prolog._drain(
+        "watch",
+        {"guard": dict(w.guard)},
+        node,
+        counters,
+        [Verdict("minder", FAIL, evidence)],
+        now,
+        WHO,
+        w.slurm_timeout,
+        w.syslog,
+    )
+    bumped = counters.get("counters", {})
+    for key in ("drains", "storm_guard_trips", "guard_unavailable", "drain_failures"):
+        if bumped.get(key):
+            return key
+    return "kept"  # already drained (by aegis or an admin): left as it is
+
+
+def run_pass(
+    cfg: MinderConfig, url: str, jobs: list[JobWindow], now: float, state: dict[str, Any]
+) -> PassReport:
+    """One pass over ``jobs``; updates ``state`` (the incidents) in place."""
+    rep = PassReport()
+    incidents: dict[str, dict[str, Any]] = state.setdefault("incidents", {})
+    pri = default_priority()
+    specs = [spec_for(m) for m in pri]
+    prom = cfg.prom(url)
+    running = set()
+    for job in jobs:
+        if len(job.nodes) < cfg.watch.min_nodes:
+            continue
+        running.add(job.job_id)
+        start = max(job.start, now - cfg.watch.lookback)
+        # warm-up counts from the job's start, not from the window's
+        params = replace(cfg.detector, warmup=max(0.0, job.start + cfg.detector.warmup - start))
+        try:
+            df = fetch_job(prom, job.nodes, start, now, specs)
+            result, _ = analyse(
+                df, nodes=job.nodes, start=start, end=now, priority=pri, params=params, step=15.0
+            )
+        except ServiceError as e:
+            rep.prometheus_ok = False
+            rep.errors.append(f"job {job.job_id}: {e}")
+            export.log("warning", f"{WHO} no verdict for job {job.job_id}: {e}", cfg.watch.syslog)
+            continue
+        except AegisError as e:  # no data for this job yet: nothing to say, nothing to do
+            rep.errors.append(f"job {job.job_id}: {e}")
+            continue
+        except Exception as e:  # our own bug: log it, never act on it
+            rep.errors.append(f"job {job.job_id}: internal error {type(e).__name__}: {e}")
+            export.log("err", f"{WHO} internal error on job {job.job_id}: {e!r}", cfg.watch.syslog)
+            continue
+        rep.jobs_checked += 1
+        seen = set(df["node"].unique().to_list())
+        for f in result.faulty:
+            key = f"{job.job_id}:{f.node}"
+            if key in incidents:
+                continue  # one action per node per incident
+            inc = {
+                "job": job.job_id,
+                "node": f.node,
+                "metric": f.metric,
+                "first_detected": iso(f.first_detected),
+                "score": round(f.score, 4),
+            }
+            evidence = f"{f.metric} off its peers since {inc['first_detected']} (job {job.job_id})"
+            export.log("alert", f"{WHO} {f.node}: {evidence}", cfg.watch.syslog)
+            if f.node not in seen:
+                # not one sample in the window: an exporter down or a label mapping that does not
+                # fit this node, as likely as a dead machine; alert, never drain on it
+                inc["action"] = "alert (no samples in the window: exporter or label mapping?)"
+            elif cfg.watch.drain:
+                try:
+                    # naive local time, like Slurm's reason timestamps the guard compares it to
+                    inc["action"] = _drain(cfg, f.node, evidence, datetime.fromtimestamp(now))
+                except Exception as e:  # our bug: logged, and the incident is not retried
+                    inc["action"] = "error"
+                    export.log("err", f"{WHO} drain of {f.node} failed: {e!r}", cfg.watch.syslog)
+            else:
+                inc["action"] = "alert"
+            incidents[key] = inc
+            rep.new.append(inc)
+    # an incident ends with its job
+    for key in [k for k, v in incidents.items() if v["job"] not in running]:
+        del incidents[key]
+    rep.open = dict(incidents)
+    return rep
+
+
+def run_watch(
+    cfg: MinderConfig, url: str, interval: float | None = None, once: bool = False
+) -> None:
+    """The loop: a pass every ``interval`` seconds (default from the config, 60)."""
+    period = interval if interval is not None else cfg.watch.interval
+    cfg.prom(url)  # a bad URL or label template: fail now, not every minute
+    # an unwritable state file would forget incidents and act on them again: fail before acting
+    save_state(cfg.watch.state_file, load_state(cfg.watch.state_file))
+    while True:
+        t0 = time.monotonic()
+        now = time.time()
+        state = load_state(cfg.watch.state_file)
+        try:
+            jobs = running_jobs(cfg.watch.slurm_timeout, now)
+        except ServiceError as e:
+            export.log("warning", f"{WHO} {e}; skipping this pass", cfg.watch.syslog)
+            rep = PassReport(prometheus_ok=True, errors=[str(e)])
+            rep.open = state.get("incidents", {})
+        else:
+            rep = run_pass(cfg, url, jobs, now, state)
+            save_state(cfg.watch.state_file, state)
+        export.write_atomic(cfg.watch.textfile_dir, TEXTFILE, prom_text(rep, now))
+        if once:
+            if rep.errors and not rep.jobs_checked:
+                raise ServiceError("; ".join(rep.errors)[:400])
+            return
+        time.sleep(max(0.0, period - (time.monotonic() - t0)))

@@ -1,0 +1,160 @@
+"""A real Prometheus on loopback, loaded with a job's series through promtool.
+
+The series are written in the exporters' own label layout (dcgm-exporter: one series per GPU with
+``gpu``, ``UUID``, ``Hostname``; node_exporter: ``instance`` and, for InfiniBand, ``device`` and
+``port`` as in node_exporter's e2e fixture), as OpenMetrics, turned into TSDB blocks by
+``promtool tsdb create-blocks-from openmetrics`` and served by Debian's ``prometheus``.  The
+fixture stops Prometheus (terminate, then kill) whatever the test did.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.simulate.metrics import Truth, simulate_job
+
+#: dcgm-exporter README's DCGM_FI_DEV_MEMORY_TEMP sample (tests/fixtures/metrics/PROVENANCE.md)
+DCGM_BLANK_SAMPLE = 9223372036854775794.0
+
+
+@dataclass
+class PromJob:
+    url: str
+    df: pl.DataFrame
+    truth: Truth
+    nodes: list[str]
+    start: float
+    end: float
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _per_gpu(agg: str, v: float) -> tuple[float, float]:
+    """Two GPUs whose per-node aggregate (by the catalog's function) is ``v``."""
+    if agg == "min":
+        return v, v * 1.05 + 1
+    if agg == "max":
+        return v, v - 1
+    if agg == "sum":
+        return v / 2, v / 2
+    return v, v
+
+
+def openmetrics(df: pl.DataFrame) -> str:
+    out = []
+    for (metric,), part in df.sort("metric", "node", "time").group_by(
+        ["metric"], maintain_order=True
+    ):
+        spec = spec_for(str(metric))
+        out.append(f"# TYPE {metric} unknown")
+        for (node,), s in part.group_by(["node"], maintain_order=True):
+            ts = (s["time"].dt.epoch("ms") / 1000).to_list()
+            vals = s["value"].to_list()
+            if spec.source == "dcgm":
+                for gpu in (0, 1):
+                    lab = (
+                        f'gpu="{gpu}",UUID="GPU-{node}-{gpu}",Hostname="{node}",'
+                        f'instance="{node}:9400",job="dcgm"'
+                    )
+                    out += [
+                        f"{metric}{{{lab}}} {_per_gpu(spec.agg, v)[gpu]!r} {t:.3f}"
+                        for t, v in zip(ts, vals, strict=True)
+                    ]
+            elif metric.startswith("node_infiniband"):
+                lab = f'device="mlx5_0",port="1",instance="{node}:9100",job="node"'
+                out += [f"{metric}{{{lab}}} {v!r} {t:.3f}" for t, v in zip(ts, vals, strict=True)]
+            else:
+                lab = f'instance="{node}:9100",job="node"'
+                out += [f"{metric}{{{lab}}} {v!r} {t:.3f}" for t, v in zip(ts, vals, strict=True)]
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def start_prometheus(data: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
+    cfg = tmp / "prometheus.yml"
+    cfg.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    port = free_port()
+    log = (tmp / "prometheus.log").open("w")
+    proc = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={cfg}",
+            f"--storage.tsdb.path={data}",
+            "--storage.tsdb.retention.time=10y",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited: {(tmp / 'prometheus.log').read_text()[-500:]}")
+        try:
+            with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("prometheus did not become ready within 60 s")
+
+
+@pytest.fixture(scope="module")
+def prom_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromJob]:
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
+    tmp = tmp_path_factory.mktemp("prom")
+    # recent enough that Prometheus' head block and retention accept it
+    start = datetime.fromtimestamp((time.time() // 3600 - 3) * 3600, UTC)
+    df, truth = simulate_job(8, 45, "slow_gpu", seed=21, start=start)
+    # one reading DCGM could not take, served as dcgm-exporter serves it (its README's sample)
+    first = df.filter((pl.col("node") == "gpu0003") & (pl.col("metric") == "DCGM_FI_DEV_GPU_TEMP"))
+    df = df.with_columns(
+        pl.when(
+            (pl.col("node") == "gpu0003")
+            & (pl.col("metric") == "DCGM_FI_DEV_GPU_TEMP")
+            & (pl.col("time") == first["time"].min())
+        )
+        .then(pl.lit(DCGM_BLANK_SAMPLE))
+        .otherwise(pl.col("value"))
+        .alias("value")
+    )
+    (tmp / "job.om").write_text(openmetrics(df))
+    data = tmp / "data"
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "job.om"), str(data)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    proc, url = start_prometheus(data, tmp)
+    try:
+        t = df["time"].dt.epoch("ms") / 1000
+        nodes = sorted(df["node"].unique().to_list())
+        yield PromJob(url, df, truth, nodes, float(t.min()), float(t.max()))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)

@@ -1,0 +1,121 @@
+"""Minder, λ+2δ and the z-score baseline on the independent corpus (independent_corpus.py).
+
+Nothing was tuned on this corpus: the detectors run with their shipped defaults.  The floors
+below are what was observed when the corpus was first run (docs/minder.md, "Independent
+evaluation"), rounded down: they catch a regression, they are not a target met by tuning.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from aegis_slurm.metrics.align import align
+from aegis_slurm.metrics.detect import Params, detect, lambda_2delta, zscore_baseline
+from aegis_slurm.metrics.priority import default_priority
+
+from .independent_corpus import corpus, job
+
+
+@dataclass
+class Tally:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    fp_jobs: int = 0
+    idle_flagged: int = 0
+    delays: list[float] = field(default_factory=list)
+    missed: Counter = field(default_factory=Counter)
+    false: Counter = field(default_factory=Counter)
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+
+    @property
+    def median_delay_min(self) -> float:
+        return float(np.median(self.delays)) / 60 if self.delays else float("nan")
+
+    def line(self) -> str:
+        return (
+            f"precision {self.precision:.3f} recall {self.recall:.3f} "
+            f"median delay {self.median_delay_min:.1f} min (tp {self.tp} fp {self.fp} fn {self.fn}"
+            f", healthy jobs with a false alarm {self.fp_jobs}, idle-GPU nodes flagged "
+            f"{self.idle_flagged}) missed {dict(self.missed)} false {dict(self.false)}"
+        )
+
+
+DETECTORS = {
+    "minder": lambda a, pri: detect(a, pri, Params()),
+    "lambda2delta": lambda a, pri: lambda_2delta(a, pri),
+    "zscore": lambda a, pri: zscore_baseline(a, pri),
+}
+
+
+def evaluate(jobs: list[tuple[str, int]]) -> dict[str, Tally]:
+    pri = default_priority()
+    out = {name: Tally() for name in DETECTORS}
+    for kind, seed in jobs:
+        df, label = job(seed, kind)
+        aligned = align(df)
+        for name, run in DETECTORS.items():
+            t = out[name]
+            res = run(aligned, pri)
+            hit, false = False, 0
+            for f in res.faulty:
+                if kind == "idle_gpu":
+                    t.idle_flagged += f.node == label.node
+                    false += f.node != label.node
+                elif f.node == label.node and label.onset and f.first_detected >= label.onset:
+                    hit = True
+                    t.delays.append(f.first_detected - label.onset)
+                else:
+                    false += 1
+                    t.false[f"{kind}:{f.metric}"] += 1
+            t.fp += false
+            t.fp_jobs += kind == "healthy" and false > 0
+            if label.onset is not None:
+                t.tp += hit
+                t.fn += not hit
+                if not hit:
+                    t.missed[kind] += 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def tallies() -> dict[str, Tally]:
+    return evaluate(corpus())
+
+
+def test_minder_on_the_independent_corpus(tallies: dict[str, Tally]) -> None:
+    t = tallies["minder"]
+    print("minder", t.line())
+    assert t.precision >= FLOOR["minder"][0] and t.recall >= FLOOR["minder"][1]
+    assert t.median_delay_min <= FLOOR["minder"][2]
+
+
+def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
+    for name in ("lambda2delta", "zscore"):
+        print(name, tallies[name].line())
+    z, m = tallies["zscore"], tallies["minder"]
+    # the comparison observed: Minder's similarity + continuity raises fewer false alarms
+    assert m.fp <= z.fp
+
+
+#: observed at the first run (seed 2027, 63 jobs): minder precision 0.463, recall 0.704, median
+#: delay 3.8 min; λ+2δ 0.218 / 0.815 / 10.4 min; z-score 0.162 / 0.593 / 4.0 min.  Floors: a
+#: little under what was seen (precision, recall, delay in minutes).
+FLOOR = {"minder": (0.42, 0.66, 5.0)}
+
+if __name__ == "__main__":  # python -m tests.metrics.test_independent_corpus (docs/minder.md)
+    import sys
+
+    for name, t in evaluate(corpus()).items():
+        print(name, t.line(), file=sys.stderr)

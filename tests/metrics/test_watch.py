@@ -1,0 +1,106 @@
+"""``minder watch``: one action per node per incident, and no action on its own failures."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aegis_slurm.cli import main
+from aegis_slurm.metrics.config import MinderConfig, WatchConfig
+from aegis_slurm.metrics.slurmjob import JobWindow
+from aegis_slurm.metrics.watch import parse_squeue, prom_text, run_pass
+
+from .conftest import PromJob, free_port
+
+
+def config(tmp_path: Path, **watch: object) -> MinderConfig:
+    w = WatchConfig(
+        textfile_dir=str(tmp_path / "textfile"),
+        state_file=str(tmp_path / "state.json"),
+        syslog=False,
+        slurm_timeout=5.0,
+    )
+    return MinderConfig(watch=replace(w, **watch))
+
+
+def test_parse_squeue() -> None:
+    text = "101|gpu[0001-0003]|2026-01-05T08:00:00\n102|gpu0009|2026-01-05T09:00:00\nbad line\n"
+    jobs = parse_squeue(text, now=2e9)
+    assert [j.job_id for j in jobs] == ["101", "102"]
+    assert jobs[0].nodes == ["gpu0001", "gpu0002", "gpu0003"] and jobs[0].end == 2e9
+
+
+def test_an_incident_is_acted_on_once(prom_job: PromJob, tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    job = JobWindow("77", prom_job.nodes, prom_job.start, prom_job.end)
+    state: dict = {}
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert rep.prometheus_ok and rep.jobs_checked == 1
+    assert [(i["node"], i["action"]) for i in rep.new] == [(prom_job.truth.node, "alert")]
+    text = prom_text(rep, prom_job.end)
+    assert f'aegis_minder_faulty{{node="{prom_job.truth.node}",job="77"' in text
+    again = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert again.new == [] and list(again.open) == [f"77:{prom_job.truth.node}"]
+    # the job ended: the incident is closed
+    assert run_pass(cfg, prom_job.url, [], prom_job.end, state).open == {}
+
+
+def test_small_jobs_have_no_peers_to_compare(prom_job: PromJob, tmp_path: Path) -> None:
+    cfg = config(tmp_path, min_nodes=64)
+    job = JobWindow("78", prom_job.nodes, prom_job.start, prom_job.end)
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, {})
+    assert rep.jobs_checked == 0 and rep.new == []
+
+
+def test_down_prometheus_never_acts(prom_job: PromJob, tmp_path: Path) -> None:
+    cfg = config(tmp_path, drain=True)
+    cfg = replace(cfg, prometheus={"retries": 0, "timeout": 1.0})
+    job = JobWindow("79", prom_job.nodes, prom_job.start, prom_job.end)
+    rep = run_pass(cfg, f"http://127.0.0.1:{free_port()}", [job], prom_job.end, {})
+    assert not rep.prometheus_ok and rep.new == [] and rep.open == {}
+    assert "aegis_minder_prometheus_up 0" in prom_text(rep, prom_job.end)
+
+
+def test_drain_fails_open_when_slurm_cannot_be_read(
+    prom_job: PromJob, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # no scontrol on PATH: the drain-storm guard cannot be evaluated, so nothing is drained
+    monkeypatch.setenv("PATH", str(tmp_path))
+    cfg = config(tmp_path, drain=True)
+    job = JobWindow("80", prom_job.nodes, prom_job.start, prom_job.end)
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, {})
+    assert [i["action"] for i in rep.new] == ["guard_unavailable"]
+
+
+def test_watch_once_without_squeue_is_an_error_and_writes_the_textfile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    conf = tmp_path / "minder.toml"
+    conf.write_text(
+        f'[watch]\ntextfile_dir = "{tmp_path / "tf"}"\nstate_file = "{tmp_path / "s.json"}"\n'
+        "syslog = false\n"
+    )
+    r = CliRunner().invoke(
+        main,
+        ["minder", "watch", "--prometheus", "http://127.0.0.1:9", "--once", "--config", str(conf)],
+    )
+    assert r.exit_code == 1
+    assert r.stderr.startswith("aegis-slurm: error: squeue failed")
+    assert "aegis_minder_jobs_checked 0" in (tmp_path / "tf" / "aegis_minder.prom").read_text()
+
+
+def test_a_node_without_any_sample_is_alerted_never_drained(
+    prom_job: PromJob, tmp_path: Path
+) -> None:
+    # "ghost01" has no series at all (a wrong label mapping looks the same): drain is configured,
+    # but the action is an alert only, and the real culprit is still found
+    cfg = config(tmp_path, drain=True, syslog=False)
+    job = JobWindow("81", [*prom_job.nodes, "ghost01"], prom_job.start, prom_job.end)
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, {})
+    actions = {i["node"]: i["action"] for i in rep.new}
+    assert actions["ghost01"].startswith("alert (no samples")
+    assert prom_job.truth.node in actions
