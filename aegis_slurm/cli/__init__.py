@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "signals": "aegis_slurm.cli.signals_cmd:signals",
     "diagnose": "aegis_slurm.cli.signals_cmd:diagnose",
     "report": "aegis_slurm.cli.report_cmd:report",
+    "logs": "aegis_slurm.cli.logs_cmd:logs",
 }
 
 

@@ -1,0 +1,172 @@
+"""Read a job's log files into per-line frames, each line attributed to a node.
+
+Layouts (docs/logs.md):
+
+- a directory of ``<node>.log`` (or ``.out``/``.err``) files, one per node (``--output=%N.log``);
+- per-task files (``%t``: a name ending in the task number, ``train-7.out``), mapped to nodes by the
+  job's task layout (block distribution: task ``t`` runs on ``nodes[t // tasks_per_node]``);
+- one file with ``srun --label`` prefixes (``12: ...``): the prefix is the task number;
+- PyTorch rank prefixes (``[rank12]:``): the global rank, mapped with ``ranks_per_node`` (only in a
+  single combined file, and only when ``ranks_per_node`` is given).
+  torchrun's ``[default3]:`` carries the *local* rank, so it is stripped but never used to pick a
+  node on its own (with ``srun --label`` in front, the label names the node).
+
+Each file is read whole, split into lines and handled by polars' vectorized string kernels; the
+frame holds ``line`` (1-based in the file) and ``text`` (prefix stripped) and ``source`` (the
+task or rank number, or null).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from aegis_slurm.errors import InputError, NoDataError
+
+LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
+#: ``srun --label``: the task number, a colon and one space, at the start of the line.
+_SRUN_LABEL = r"^\s*(\d+): "
+#: PyTorch's ``[rank12]:`` (global rank) and torchrun's ``[default3]:`` (local rank).
+_RANK_PREFIX = r"^\[rank(\d+)\]:"
+_LOCAL_PREFIX = r"^\[[A-Za-z_]+\d+\]:"
+#: a per-task file: the stem ends in the task number (``%t``), e.g. ``job-1234_7`` or ``out.7``
+_TASK_STEM = re.compile(r"(?:^|[._-])(\d+)$")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How task and rank numbers map onto node names (all optional)."""
+
+    nodes: tuple[str, ...] = ()
+    tasks_per_node: int | None = None
+    ranks_per_node: int | None = None
+
+
+@dataclass
+class LogFile:
+    """One file's lines: ``node`` (str), ``line`` (1-based), ``text`` (prefix stripped)."""
+
+    path: Path
+    frame: pl.DataFrame
+    nodes: list[str] = field(default_factory=list)
+
+
+def discover(paths: Sequence[str | Path]) -> list[Path]:
+    """The log files named by ``paths`` (files, or directories searched one level deep)."""
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix in LOG_SUFFIXES)
+            if not files:
+                raise NoDataError(f"no log files (*.log, *.out, *.err, *.txt) in {p}")
+            found.extend(files)
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise InputError(f"no such log file or directory: {p}")
+    return found
+
+
+def _node_for(index: int, per: int | None, layout: Layout, kind: str) -> str:
+    if per:
+        k = index // per
+        if k < len(layout.nodes):
+            return layout.nodes[k]
+        return f"node#{k}"
+    if layout.nodes and kind == "task" and len(layout.nodes) > index:
+        # one task per node is srun's default when nothing else is known
+        return layout.nodes[index]
+    return f"{kind}{index}"
+
+
+def read_file(
+    path: Path, layout: Layout, node_hint: str | None = None, fallback: str | None = None
+) -> LogFile:
+    """Read one file; attribute each line to a node.
+
+    ``node_hint``: the file is that node's.  ``fallback``: the node when the file's prefixes
+    cannot be mapped (a per-node file in a directory, read without the job's node list).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    text = data.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    df = pl.DataFrame({"text": pl.Series("text", lines, dtype=pl.String)}).with_row_index(
+        "line", offset=1
+    )
+    label = pl.col("text").str.extract(_SRUN_LABEL, 1).cast(pl.Int64, strict=False)
+    df = df.with_columns(label.alias("task"))
+    has_labels = df.height > 0 and df["task"].null_count() < df.height
+    if has_labels:
+        df = df.with_columns(pl.col("text").str.replace(_SRUN_LABEL, ""))
+    if fallback is not None and not layout.nodes:
+        node_hint = node_hint or fallback
+    df = df.with_columns(
+        pl.col("text").str.extract(_RANK_PREFIX, 1).cast(pl.Int64, strict=False).alias("rank")
+    )
+    # strip the stacked prefixes (``[default3]:[rank3]: ...``) so templates do not split on them
+    df = df.with_columns(
+        pl.col("text")
+        .str.replace(_LOCAL_PREFIX, "")
+        .str.replace(_RANK_PREFIX, "")
+        .str.replace(_LOCAL_PREFIX, "")
+    )
+    has_ranks = layout.ranks_per_node is not None and df["rank"].null_count() < df.height
+    if node_hint is not None:
+        node = pl.lit(node_hint)
+    elif has_labels:
+        node = _map_index(df, "task", layout.tasks_per_node, layout, "task")
+    elif has_ranks:
+        node = _map_index(df, "rank", layout.ranks_per_node, layout, "rank")
+    else:
+        node = pl.lit(path.stem)
+    df = df.with_columns(node.alias("node"))
+    if node_hint is None and (has_labels or has_ranks):
+        # unprefixed lines (srun's own messages, launcher output) belong to the job, not a node:
+        # keep them under the batch host's name so they are still searched.
+        df = df.with_columns(pl.col("node").fill_null(pl.lit(f"{path.stem}(unlabelled)")))
+    frame = df.select("node", "line", "text")
+    return LogFile(path=path, frame=frame, nodes=frame["node"].unique().sort().to_list())
+
+
+def _map_index(df: pl.DataFrame, col: str, per: int | None, layout: Layout, kind: str) -> pl.Expr:
+    values = df[col].drop_nulls().unique().sort().to_list()
+    mapping = {v: _node_for(int(v), per, layout, kind) for v in values}
+    return pl.col(col).replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+def node_hint_for(path: Path, layout: Layout) -> str | None:
+    """The node a file belongs to from its name: ``<node>.log``, or a ``%t`` task file."""
+    stem = path.stem
+    if layout.nodes and stem in layout.nodes:
+        return stem
+    m = _TASK_STEM.search(stem)
+    if m and layout.tasks_per_node and layout.nodes:
+        task = int(m.group(1))
+        if task < layout.tasks_per_node * len(layout.nodes):  # not a job id (slurm-4242.out)
+            return _node_for(task, layout.tasks_per_node, layout, "task")
+    return None
+
+
+def read_logs(paths: Sequence[str | Path], layout: Layout | None = None) -> Iterator[LogFile]:
+    """Every file named by ``paths``, one at a time (one file's lines in memory at once).
+
+    A file whose lines carry no prefix is one node's file, named by its stem (``node17.log``) or,
+    for per-task files, by the task layout.
+    """
+    layout = layout or Layout()
+    files = discover(paths)
+    for path in files:
+        hint = node_hint_for(path, layout) if len(files) > 1 else None
+        # several files and no node list: one file per node, named after it
+        fallback = path.stem if len(files) > 1 else None
+        yield read_file(path, layout, node_hint=hint, fallback=fallback)
