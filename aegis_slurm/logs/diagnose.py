@@ -411,12 +411,10 @@ def _temporal(
         # DTW over windows of iterations: an earlier anomalous iteration (slow-down, errors
         # building up) is the failure-indicating one when it precedes the crash
         per_it = before.filter(pl.col("iteration").is_not_null()).sort("line")
-        values = (
-            per_it["ts"].diff().fill_null(0).to_numpy()
-            if per_it["ts"].null_count() == 0
-            else np.diff(per_it["line"].to_numpy(), prepend=0)
-        )
-        hit = temporal.dtw_outlier_iteration(per_it["iteration"].to_numpy(), values)
+        # one value per iteration: its duration (or its line count when lines carry no time)
+        clock = per_it["ts"] if per_it["ts"].null_count() == 0 else per_it["line"]
+        values = np.diff(clock.to_numpy().astype(float))
+        hit = temporal.dtw_outlier_iteration(per_it["iteration"].to_numpy()[1:], values)
         if hit is not None and hit <= verdict.iteration:
             verdict.iteration = hit
     elif verdict.stage in ("iteration", "checkpoint"):

@@ -9,6 +9,7 @@ not bytes.  Timestamps and iteration numbers are extracted in the same pass for 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,54 +50,66 @@ def mask_expr(col: str = "text") -> pl.Expr:
     return e.str.strip_chars()
 
 
-def _iso_ts(col: str) -> pl.Expr:
-    iso = pl.col(col).str.extract_groups(_ISO_TS)
-    return (
-        pl.concat_str(
-            [iso.struct.field("1"), pl.lit(" "), iso.struct.field("2").str.replace(",", ".")]
-        )
-        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
-        .dt.epoch("us")
-        .cast(pl.Float64)
-        / 1e6
-    )
-
-
-def _glog_ts(col: str) -> pl.Expr:
-    """glog time within the year 2000 (glog prints no year; ``annotate`` shifts it)."""
-    g = pl.col(col).str.extract_groups(_GLOG_TS)
-    return (
-        pl.concat_str(
-            [
-                pl.lit("2000-"),
-                g.struct.field("1"),
-                pl.lit("-"),
-                g.struct.field("2"),
-                pl.lit(" "),
-                g.struct.field("3"),
-            ]
-        )
-        .str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us")
-        .dt.epoch("us")
-        .cast(pl.Float64)
-        / 1e6
-    )
-
-
 _Y2000 = 946684800.0  # 2000-01-01T00:00:00Z
+_ISO_RE = re.compile(_ISO_TS)
+_GLOG_RE = re.compile(_GLOG_TS)
+_ITER_RE = re.compile(ITERATION)
+
+
+def _offsets(shape: str) -> tuple[int | None, int | None, int | None, int | None, int | None]:
+    """Where a shape's ISO time, glog time and iteration number sit (character offsets)."""
+    iso = _ISO_RE.search(shape)
+    glog = _GLOG_RE.search(shape)
+    it = _ITER_RE.search(shape)
+    return (
+        iso.start(1) if iso else None,
+        iso.end(2) - iso.start(1) if iso else None,
+        glog.start(1) if glog else None,
+        it.start(1) if it else None,
+        it.end(1) - it.start(1) if it else None,
+    )
+
+
+def shape_info(shapes: pl.Series) -> pl.DataFrame:
+    """Per distinct shape: its masked text and where the time and iteration fields sit."""
+    rows = [_offsets(x) for x in shapes.to_list()]
+    cols = list(zip(*rows, strict=True)) if rows else [[]] * 5
+    names = ("iso_at", "iso_len", "glog_at", "it_at", "it_len")
+    return pl.DataFrame(
+        {
+            "shape": shapes,
+            **{n: pl.Series(n, c, dtype=pl.Int64) for n, c in zip(names, cols, strict=True)},
+        }
+    ).with_columns(mask_expr("shape").alias("masked"))
 
 
 def annotate(frame: pl.DataFrame) -> pl.DataFrame:
     """Add ``masked``, ``ts`` (seconds; forward-filled within each node) and ``iteration``.
 
-    glog lines carry no year: they take the year of the node's nearest ISO timestamp (else 2000),
-    so PyTorch's C++ lines and Python's lines order correctly.
+    The regexes run once per distinct *shape* (the line with every digit 0); each line then only
+    has its fields sliced out at the offsets its shape gives.  glog lines carry no year: they
+    take the year of the node's nearest ISO timestamp (else 2000), so PyTorch's C++ lines and
+    Python's lines order correctly.
     """
-    df = frame.with_columns(
-        mask_expr().alias("masked"),
-        _iso_ts("text").alias("_iso"),
-        _glog_ts("text").alias("_glog"),
-        pl.col("text").str.extract(ITERATION, 1).cast(pl.Int64, strict=False).alias("iteration"),
+    info = shape_info(frame["shape"].unique(maintain_order=True))
+    df = frame.join(info, on="shape", how="left", maintain_order="left")
+    iso = (
+        pl.col("text")
+        .str.slice(pl.col("iso_at"), pl.col("iso_len"))
+        .str.replace(r"[T_]", " ")
+        .str.replace(",", ".")
+        .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
+    )
+    glog = pl.concat_str(
+        [pl.lit("2000"), pl.col("text").str.slice(pl.col("glog_at"), 13)]
+    ).str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="us")
+    df = df.with_columns(
+        (iso.dt.epoch("us").cast(pl.Float64) / 1e6).alias("_iso"),
+        (glog.dt.epoch("us").cast(pl.Float64) / 1e6).alias("_glog"),
+        pl.col("text")
+        .str.slice(pl.col("it_at"), pl.col("it_len"))
+        .cast(pl.Int64, strict=False)
+        .alias("iteration"),
     )
     year_start = (
         pl.from_epoch(pl.col("_iso"), time_unit="s")
@@ -110,7 +123,7 @@ def annotate(frame: pl.DataFrame) -> pl.DataFrame:
     ).fill_null(0.0)
     return df.with_columns(
         pl.coalesce(pl.col("_iso"), pl.col("_glog") + shift).forward_fill().over("node").alias("ts")
-    ).drop("_iso", "_glog")
+    ).drop("_iso", "_glog", "iso_at", "iso_len", "glog_at", "it_at", "it_len", "shape")
 
 
 @dataclass

@@ -13,7 +13,8 @@ from aegis_slurm.logs.sources import Layout, read_logs
 
 
 def _annotate(lines: list[str]) -> pl.DataFrame:
-    return parse.annotate(pl.DataFrame({"node": ["n1"] * len(lines), "text": lines}))
+    shapes = [x.translate(str.maketrans("123456789", "000000000")) for x in lines]
+    return parse.annotate(pl.DataFrame({"node": ["n1"] * len(lines), "text": lines, "shape": shapes}))
 
 
 def test_masking_folds_variables_into_one_shape() -> None:
@@ -70,7 +71,7 @@ def test_srun_label_file_maps_tasks_to_nodes(tmp_path: Path) -> None:
     f = _write(tmp_path / "slurm-4242.out", "0: hello\n3: boom\nsrun: error: x\n1: hi\n")
     lay = Layout(nodes=("n1", "n2"), tasks_per_node=2)
     (lf,) = read_logs([f], lay)
-    rows = lf.frame.rows()
+    rows = lf.frame.select("node", "line", "text").rows()
     assert rows[0] == ("n1", 1, "hello")
     assert rows[1] == ("n2", 2, "boom")  # task 3 with 2 tasks per node: the second node
     assert rows[2][0] == "slurm-4242(unlabelled)"
