@@ -78,20 +78,29 @@ def main() -> None:
     ap.add_argument("--mb", type=int, default=1024)
     ap.add_argument("--nodes", type=int, default=64)
     ap.add_argument("--summary-nodes", type=int, default=4096)
+    ap.add_argument("--keep", type=Path, help="generate into (or reuse) this directory")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        root = Path(d)
+        root = args.keep or Path(d)
         t = time.perf_counter()
-        case = make_case(root / "failed", "ecc", 3, n_nodes=args.nodes)
-        size = pad(case.path, args.mb * 2**20)
+        if not (root / "failed").exists():
+            case = make_case(root / "failed", "ecc", 3, n_nodes=args.nodes)
+            pad(case.path, args.mb * 2**20)
+            (root / "culprit").write_text(case.culprit)
+        culprit = (root / "culprit").read_text()
+        size = sum(f.stat().st_size for f in (root / "failed").glob("*.log"))
         base = healthy_baseline(root / "baseline", 3)
-        print(f"generated {size / 2**20:,.0f} MiB, {args.nodes} nodes in "
-              f"{time.perf_counter() - t:.1f} s")
-        wall, rss, out = run_cli([str(case.path), "--baseline", str(base)])
+        print(
+            f"logs: {size / 2**20:,.0f} MiB from {args.nodes} nodes "
+            f"({time.perf_counter() - t:.1f} s to generate)"
+        )
+        wall, rss, out = run_cli([str(root / "failed"), "--baseline", str(base)])
         top = out["nodes"][0]["node"] if out["nodes"] else None
-        print(f"  aegis-slurm logs: {wall:.1f} s wall, {rss:,.0f} MiB peak RSS; "
-              f"{out['lines_read']:,} lines, {out['distinct_lines']:,} distinct masked, "
-              f"{out['templates']} templates; culprit {top} (true {case.culprit})")
+        print(
+            f"  aegis-slurm logs: {wall:.1f} s wall, {rss:,.0f} MiB peak RSS; "
+            f"{out['lines_read']:,} lines, {out['distinct_lines']:,} distinct masked, "
+            f"{out['templates']} templates; culprit {top} (true {culprit})"
+        )
     if args.summary_nodes:
         from aegis_slurm.logs.summary import bench_central
 

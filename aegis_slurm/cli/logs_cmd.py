@@ -26,6 +26,11 @@ import click
 @click.option("--nodes", "nodelist", help="The job's node list (hostlist), for prefixed logs.")
 @click.option("--tasks-per-node", type=click.IntRange(min=1), help="For srun --label / %t files.")
 @click.option("--ranks-per-node", type=click.IntRange(min=1), help="For [rankN]: prefixes.")
+@click.option(
+    "--summary-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write this node's template-count summary of PATH (run on the node) instead.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def logs(
     paths: tuple[Path, ...],
@@ -35,18 +40,29 @@ def logs(
     nodelist: str | None,
     tasks_per_node: int | None,
     ranks_per_node: int | None,
+    summary_out: Path | None,
     as_json: bool,
 ) -> None:
     """Diagnose a failed multi-node job from its logs (L4: failure-indicating nodes and lines).
 
     PATH is a directory of <node>.log files, per-task files, or one file with `srun --label` or
-    `[rankN]:` prefixes.  Exit 0 with a verdict, 4 when there is nothing to read.
+    `[rankN]:` prefixes; or node summaries (*.summary.json, from --summary-out on each node).
+    Exit 0 with a verdict, 4 when there is nothing to read.
     """
     from aegis_slurm.errors import InputError
-    from aegis_slurm.logs import Layout, diagnose_job_logs, diagnose_logs
+    from aegis_slurm.logs import Layout, diagnose_job_logs, diagnose_logs, summary
     from aegis_slurm.logs.job import expand_hostlist
 
-    if job_id is not None:
+    if summary_out is not None:
+        if not paths:
+            raise click.UsageError("--summary-out needs the node's log PATH")
+        summary.write_summary(summary.summarize(paths), summary_out)
+        return
+    if paths and all(str(p).endswith(summary.SUFFIX) for p in paths):
+        verdict = summary.diagnose_summaries(
+            summary.load_summaries(paths), summary.load_summaries(baseline)
+        )
+    elif job_id is not None:
         _, verdict = diagnose_job_logs(
             job_id,
             paths=paths,

@@ -65,19 +65,22 @@ def _ingest(paths: Sequence[str | Path], layout: Layout, masked_ids: dict[str, i
     files: list[str] = []
     for k, lf in enumerate(read_logs(paths, layout)):
         files.append(str(lf.path))
-        df = parse.annotate(lf.frame)
-        for m in df["masked"].unique(maintain_order=True).to_list():
+        df, masked = parse.annotate_ids(lf.frame)
+        sid_to_mid = []
+        for m in masked:
             if m not in masked_ids:
                 masked_ids[m] = len(masked_ids)
+            sid_to_mid.append(masked_ids[m])
         df = df.with_columns(
-            pl.col("masked").replace_strict(masked_ids, return_dtype=pl.UInt32).alias("mid"),
+            pl.col("sid")
+            .replace_strict(list(range(len(masked))), sid_to_mid, return_dtype=pl.UInt32)
+            .alias("mid"),
             pl.lit(k, dtype=pl.UInt16).alias("file"),
         )
-        firsts.append(
-            df.group_by("node", "file", "mid").agg(
-                pl.col("line").min(), pl.col("text").sort_by("line").first()
-            )
-        )
+        first = df.group_by("node", "file", "mid").agg(pl.col("line").min(), pl.col("text").first())
+        # rebuilt from Python objects: polars' strings would otherwise stay views into the
+        # whole file's buffer, and 64 files x 16 MB would stay in memory for ~50 lines each
+        firsts.append(pl.DataFrame(first.to_dict(as_series=False), schema=first.schema))
         parts.append(df.select("node", "file", "line", "mid", "ts", "iteration"))
     if not parts:
         raise NoDataError("no log lines to diagnose")

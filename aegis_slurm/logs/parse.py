@@ -83,16 +83,18 @@ def shape_info(shapes: pl.Series) -> pl.DataFrame:
     ).with_columns(mask_expr("shape").alias("masked"))
 
 
-def annotate(frame: pl.DataFrame) -> pl.DataFrame:
-    """Add ``masked``, ``ts`` (seconds; forward-filled within each node) and ``iteration``.
+def annotate_ids(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Add ``sid`` (the line's distinct shape), ``ts`` and ``iteration``; return the masked text
+    of each shape id too.  Lines carry a small integer, not a copy of their masked text.
 
     The regexes run once per distinct *shape* (the line with every digit 0); each line then only
     has its fields sliced out at the offsets its shape gives.  glog lines carry no year: they
     take the year of the node's nearest ISO timestamp (else 2000), so PyTorch's C++ lines and
     Python's lines order correctly.
     """
-    info = shape_info(frame["shape"].unique(maintain_order=True))
-    df = frame.join(info, on="shape", how="left", maintain_order="left")
+    info = shape_info(frame["shape"].unique(maintain_order=True)).with_row_index("sid")
+    masked = info["masked"].to_list()
+    df = frame.join(info.drop("masked"), on="shape", how="left", maintain_order="left")
     iso = (
         pl.col("text")
         .str.slice(pl.col("iso_at"), pl.col("iso_len"))
@@ -121,9 +123,20 @@ def annotate(frame: pl.DataFrame) -> pl.DataFrame:
     shift = (
         pl.datetime(year_start, 1, 1, time_unit="us").dt.epoch("us").cast(pl.Float64) / 1e6 - _Y2000
     ).fill_null(0.0)
-    return df.with_columns(
+    df = df.with_columns(
         pl.coalesce(pl.col("_iso"), pl.col("_glog") + shift).forward_fill().over("node").alias("ts")
     ).drop("_iso", "_glog", "iso_at", "iso_len", "glog_at", "it_at", "it_len", "shape")
+    return df, masked
+
+
+def annotate(frame: pl.DataFrame) -> pl.DataFrame:
+    """``annotate_ids`` with each line's masked text as a column (small inputs, summaries)."""
+    df, masked = annotate_ids(frame)
+    return df.with_columns(
+        pl.col("sid")
+        .replace_strict(list(range(len(masked))), masked, return_dtype=pl.String)
+        .alias("masked")
+    )
 
 
 @dataclass

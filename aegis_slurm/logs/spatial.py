@@ -27,45 +27,56 @@ class SpatialResult:
     importance: np.ndarray  # nodes x events: how much each event isolated each node
 
 
-def isolation_scores(x: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Isolation Forest anomaly scores and per-(node, event) isolation importance.
+def isolation_forest(x: np.ndarray, seed: int = 0):
+    """An Isolation Forest over the node vectors and its anomaly scores.
 
     Score: ``-score_samples`` (Liu et al. 2008: 2^(-E[h(x)]/c(n)), ~0.5 normal, → 1 anomalous).
-    Importance: for each tree, the features split on along a node's path, each weighted by
-    1/depth (splits near the root isolate more), summed over trees (L4: "the features that take
-    part in isolating the node").
+    Every tree sees every node (``max_samples`` = n, up to 8,192): with sklearn's default of 256,
+    one culprit among 4,096 nodes is absent from most trees' samples and is never isolated.
     """
     from sklearn.ensemble import IsolationForest
 
-    n, m = x.shape
+    n = x.shape[0]
     forest = IsolationForest(
-        n_estimators=200, max_samples=min(256, n), random_state=seed, contamination="auto"
+        n_estimators=200, max_samples=min(n, 8192), random_state=seed, contamination="auto"
     ).fit(x)
-    scores = -forest.score_samples(x)
-    importance = np.zeros((n, m))
+    return forest, -forest.score_samples(x)
+
+
+def isolation_importance(forest, x: np.ndarray, rows: list[int]) -> np.ndarray:
+    """How much each feature (event) took part in isolating each of ``rows``.
+
+    For each tree, the features split on along a row's path, each weighted by 1/depth (splits
+    near the root isolate more), summed over trees (L4: "the features that take part in
+    isolating the node").  Only the rows asked for: the culprits, not every node.
+    """
+    out = np.zeros((len(rows), x.shape[1]))
+    if not rows:
+        return out
     for tree, feats in zip(forest.estimators_, forest.estimators_features_, strict=True):
         t = tree.tree_
-        paths = tree.decision_path(x[:, feats]).tocsr()
-        for i in range(n):
-            nodes_on_path = paths.indices[paths.indptr[i] : paths.indptr[i + 1]]
-            split = [k for k in nodes_on_path if t.feature[k] >= 0]
+        paths = tree.decision_path(x[rows][:, feats]).tocsr()
+        for r in range(len(rows)):
+            on_path = paths.indices[paths.indptr[r] : paths.indptr[r + 1]]
+            split = [k for k in on_path if t.feature[k] >= 0]
             for depth, k in enumerate(split, start=1):
-                importance[i, feats[t.feature[k]]] += 1.0 / depth
-    return scores, importance
+                out[r, feats[t.feature[k]]] += 1.0 / depth
+    return out
 
 
 def compare_nodes(nodes: list[str], counts: np.ndarray) -> SpatialResult:
     """Rank nodes by how their event counts differ from the others'."""
     n = len(nodes)
     x = np.log1p(counts.astype(float))
+    forest = None
     if n < 3 or x.shape[1] == 0:
         # too few nodes for a forest: a node's distance to the others' median vector
         med = np.median(x, axis=0) if n else x
-        dist = np.abs(x - med).sum(axis=1) if x.shape[1] else np.zeros(n)
+        dev = np.abs(x - med) if x.shape[1] else np.zeros((n, 0))
+        dist = dev.sum(axis=1)
         scores = dist / (1.0 + dist)
-        importance = np.abs(x - med) if x.shape[1] else np.zeros((n, 0))
     else:
-        scores, importance = isolation_scores(x)
+        forest, scores = isolation_forest(x)
     med = float(np.median(scores)) if n else 0.0
     mad = float(np.median(np.abs(scores - med))) * 1.4826 if n else 0.0
     gap = max(OUTLIER_SIGMAS * mad, MIN_GAP)
@@ -74,4 +85,9 @@ def compare_nodes(nodes: list[str], counts: np.ndarray) -> SpatialResult:
     # a majority is never "the outlier": then the failure is everywhere
     if len(outliers) > n // 2:
         outliers = []
+    importance = np.zeros((n, x.shape[1]))
+    if forest is not None:
+        importance[outliers] = isolation_importance(forest, x, outliers)
+    elif x.shape[1]:
+        importance = dev
     return SpatialResult(nodes=nodes, scores=scores, outliers=outliers, importance=importance)

@@ -104,3 +104,30 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert r.exit_code == 2
     r = runner.invoke(main, ["logs", str(tmp_path), "--store", str(tmp_path)])
     assert r.exit_code == 1 and "--store needs --job" in r.output
+
+
+def test_node_summaries_give_the_same_culprit(ecc, tmp_path: Path) -> None:
+    """Each node summarizes its own file; the central step finds the culprit from summaries."""
+    case, base = ecc
+    runner = CliRunner()
+    outs = []
+    for f in sorted(case.path.glob("*.log")):
+        out = tmp_path / f"{f.stem}.summary.json"
+        r = runner.invoke(main, ["logs", "--summary-out", str(out), str(f)])
+        assert r.exit_code == 0, r.output
+        outs.append(str(out))
+    bouts = []
+    for f in sorted(Path(base).glob("*.log")):
+        out = tmp_path / "base" / f"{f.stem}.summary.json"
+        out.parent.mkdir(exist_ok=True)
+        assert runner.invoke(main, ["logs", "--summary-out", str(out), str(f)]).exit_code == 0
+        bouts += ["--baseline", str(out)]
+    r = runner.invoke(main, ["logs", *outs, *bouts, "--json"])
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.output)
+    assert v["nodes"][0]["node"] == case.culprit
+    assert any(k in case.key for k in ((Path(x["file"]).name, x["line"]) for x in v["lines"]))
+    bad = tmp_path / "bad.summary.json"
+    bad.write_text("{}")
+    r = runner.invoke(main, ["logs", str(bad)])
+    assert r.exit_code == 1 and "not an aegis-slurm log summary" in r.output

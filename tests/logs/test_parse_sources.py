@@ -14,7 +14,8 @@ from aegis_slurm.logs.sources import Layout, read_logs
 
 def _annotate(lines: list[str]) -> pl.DataFrame:
     shapes = [x.translate(str.maketrans("123456789", "000000000")) for x in lines]
-    return parse.annotate(pl.DataFrame({"node": ["n1"] * len(lines), "text": lines, "shape": shapes}))
+    frame = pl.DataFrame({"node": ["n1"] * len(lines), "text": lines, "shape": shapes})
+    return parse.annotate(frame)
 
 
 def test_masking_folds_variables_into_one_shape() -> None:
