@@ -17,7 +17,7 @@ import polars as pl
 
 from aegis_slurm.errors import NoDataError
 from aegis_slurm.logs import parse, spatial, temporal
-from aegis_slurm.logs.sources import Layout, read_logs
+from aegis_slurm.logs.sources import UNLABELLED, Layout, read_logs
 
 ALL_NODES = "all nodes"
 TOP_LINES = 5
@@ -124,14 +124,17 @@ def diagnose_logs(
 
     # Step 2: cross-job filtering — events seen in a successful run are not failure-indicating.
     counts = lines.group_by("node", "tid").len()
-    nodes = sorted(lines["node"].unique().to_list())
+    # a labelled file's unlabelled lines (srun's own messages) are not a node to compare
+    nodes = sorted(n for n in lines["node"].unique().to_list() if not n.endswith(UNLABELLED))
+    if not nodes:
+        raise NoDataError("no line could be attributed to a node (pass --nodes/--tasks-per-node)")
     events = sorted(set(counts["tid"].to_list()) - baseline_events)
     ev_index = {e: j for j, e in enumerate(events)}
     node_index = {n: i for i, n in enumerate(nodes)}
     mat = np.zeros((len(nodes), len(events)))
     for n, t, c in counts.iter_rows():
         j = ev_index.get(t)
-        if j is not None:
+        if j is not None and n in node_index:
             mat[node_index[n], j] = c
 
     # Step 3: spatial comparison.

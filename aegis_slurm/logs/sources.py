@@ -29,6 +29,8 @@ import polars as pl
 from aegis_slurm.errors import InputError, NoDataError
 
 LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
+#: the pseudo-node of a labelled file's unlabelled lines: ``slurm-4242(unlabelled)``
+UNLABELLED = "(unlabelled)"
 #: ``srun --label``: the task number, a colon and one space, at the start of the line.
 _SRUN_LABEL = r"^\s*(\d+): "
 #: PyTorch's ``[rank12]:`` (global rank) and torchrun's ``[default3]:`` (local rank).
@@ -141,7 +143,7 @@ def read_file(
     if node_hint is None and (has_labels or has_ranks):
         # unprefixed lines (srun's own messages, launcher output) belong to the job, not a node:
         # keep them under the batch host's name so they are still searched.
-        df = df.with_columns(pl.col("node").fill_null(pl.lit(f"{path.stem}(unlabelled)")))
+        df = df.with_columns(pl.col("node").fill_null(pl.lit(f"{path.stem}{UNLABELLED}")))
     frame = df.select("node", "line", "text", "shape")
     return LogFile(path=path, frame=frame, nodes=frame["node"].unique().sort().to_list())
 
