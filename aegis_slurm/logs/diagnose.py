@@ -22,10 +22,11 @@ from aegis_slurm.logs.sources import UNLABELLED, Layout, read_logs
 ALL_NODES = "all nodes"
 TOP_LINES = 5
 #: a prior on what an admin needs to read first among lines that are already failure-indicating
-#: (L4 found level alone insufficient to *find* them; here it only orders them)
+#: (L4 found level alone insufficient to *find* them; here it only orders them).  Megatron's
+#: counter "number of nan iterations: 0" on every iteration line is not a NaN.
 _ERROR_WORDS = re.compile(
-    r"(?i)error|fail|exception|fatal|timeout|timed out|killed|abort|\bnan\b|no space|stale|"
-    r"\bECC\b|\bXid\b|illegal|out of memory|OOM|exited|terminat|signal|assert|\bWARN"
+    r"(?i)error|fail|exception|fatal|timeout|timed out|killed|abort|\bnan\b(?! iterations)|"
+    r"no space|stale|\bECC\b|\bXid\b|illegal|out of memory|OOM|exited|terminat|signal|assert|\bWARN"
 )
 
 
@@ -187,13 +188,16 @@ def diagnose_logs(
                         "score": float(sp.scores[i]) * w,
                     }
                 )
-    if not culprits and len(events) and (baseline or not _hang_only(lines)):
+    present = (mat > 0).mean(axis=0) if len(nodes) else np.zeros(len(events))
+    shared = [j for j in range(len(events)) if present[j] >= 0.5]
+    # "all nodes" needs an error to point at: a run whose logs hold no error-worded event shared
+    # by the nodes (a successful run, a job killed from outside) gets no verdict rather than a
+    # blame on every node
+    if not culprits and any(weights[j] > 1 for j in shared) and (baseline or not _hang_only(lines)):
         verdict.all_nodes = True
         verdict.nodes.append({"node": ALL_NODES, "score": 1.0})
-        # lines from one representative node: the events (not in the baseline) shared by most nodes
-        present = (mat > 0).mean(axis=0)
-        shared = [j for j in range(len(events)) if present[j] >= 0.5]
-        rep = nodes[int(np.argmax((mat[:, shared] > 0).sum(axis=1)))] if shared else nodes[0]
+        # lines from one representative node: the events (not in the baseline) most nodes share
+        rep = nodes[int(np.argmax((mat[:, shared] > 0).sum(axis=1)))]
         for j in shared:
             candidate_lines.append({"node": rep, "tid": events[j], "score": float(weights[j])})
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from aegis_slurm.cli import main
 from aegis_slurm.logs import ALL_NODES, diagnose_logs
 
-from .corpus import healthy_baseline, make_case
+from .corpus import SNIPPETS, healthy_baseline, make_case
 from .evaluate import run
 
 
@@ -131,3 +131,48 @@ def test_node_summaries_give_the_same_culprit(ecc, tmp_path: Path) -> None:
     bad.write_text("{}")
     r = runner.invoke(main, ["logs", str(bad)])
     assert r.exit_code == 1 and "not an aegis-slurm log summary" in r.output
+
+
+def test_job_id_is_validated_before_anything_runs() -> None:
+    from aegis_slurm.errors import InputError
+    from aegis_slurm.logs import diagnose_job_logs
+
+    with pytest.raises(InputError, match="not a job id"):
+        diagnose_job_logs("12; rm -rf /")
+    r = CliRunner().invoke(main, ["logs", "--job", "$(reboot)"])
+    assert r.exit_code == 1 and "not a job id" in r.output
+
+
+def test_parse_scontrol_keeps_paths_and_lists() -> None:
+    from aegis_slurm.logs.job import expand_hostlist, parse_scontrol
+
+    # the fields of a real 22.05 `scontrol -o show job` line (tests/slurm/test_logs_real.py
+    # checks the same keys on the live cluster)
+    kv = parse_scontrol(
+        "JobId=41 JobName=l4-label UserId=alice(1001) GroupId=alice(1001) JobState=FAILED "
+        "NodeList=node[1-4] NumNodes=4 NumCPUs=4 NumTasks=4 "
+        "StdErr=/srv/slurm-testbed/jobs/l4-41.out StdOut=/srv/slurm-testbed/jobs/l4-41.out"
+    )
+    assert kv["StdOut"] == "/srv/slurm-testbed/jobs/l4-41.out"
+    assert expand_hostlist(kv["NodeList"]) == ("node1", "node2", "node3", "node4")
+    assert expand_hostlist("(null)") == ()
+
+
+def test_identical_healthy_nodes_get_no_verdict(tmp_path: Path) -> None:
+    line = SNIPPETS["background"]["iteration"]["lines"][0]
+    for n in ("a1", "a2", "a3", "a4"):
+        rows = [
+            line.format(
+                iso=f"2024-05-01 00:00:{i:02d}",
+                it=i,
+                samples=i * 1024,
+                ms=5000.0,
+                lr=1e-5,
+                loss=2.5,
+                gn=0.25,
+            )
+            for i in range(1, 40)
+        ]
+        (tmp_path / f"{n}.log").write_text("\n".join([*rows, "training done"]) + "\n")
+    v = diagnose_logs([tmp_path])
+    assert v.nodes == [] and not v.all_nodes and not v.hang
