@@ -112,6 +112,45 @@ def from_store(job_id: str, store: str | Path) -> tuple[JobInfo | None, str | No
     return info, base
 
 
+_PATTERN = re.compile(r"%(\d*)([a-zA-Z%])")
+
+
+def expand_output_pattern(
+    pattern: str,
+    job_id: str,
+    user: str = "",
+    name: str = "",
+    array_job_id: str = "",
+    array_task_id: str = "",
+) -> str:
+    """A glob for the files of an ``--output``/``--error`` pattern (sbatch's filename patterns).
+
+    The EpilogSlurmctld gets the pattern unexpanded (``SLURM_JOB_STDOUT=/jobs/%j.out`` in the
+    recorded 22.05 hook environment), so once slurmctld forgot the job, its files are found by
+    expanding the job-level fields (``%j %u %x %A %a %%``, with zero padding such as ``%4j``)
+    and turning the per-node and per-task ones (``%N %n %t %s``) into ``*``.
+    """
+
+    def sub(m: re.Match[str]) -> str:
+        width, key = m.group(1), m.group(2)
+        values = {
+            "j": job_id,
+            "u": user,
+            "x": name,
+            "A": array_job_id or job_id,
+            "a": array_task_id,
+            "J": job_id,
+        }
+        if key == "%":
+            return "%"
+        if key in values:
+            v = values[key]
+            return v.zfill(int(width)) if width and v.isdigit() else v
+        return "*"  # %N %n %t %s and anything else: one file per node or task
+
+    return _PATTERN.sub(sub, pattern)
+
+
 def _baseline_paths(info: JobInfo, base_id: str | None) -> list[Path]:
     if not base_id:
         return []

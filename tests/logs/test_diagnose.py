@@ -176,3 +176,18 @@ def test_identical_healthy_nodes_get_no_verdict(tmp_path: Path) -> None:
         (tmp_path / f"{n}.log").write_text("\n".join([*rows, "training done"]) + "\n")
     v = diagnose_logs([tmp_path])
     assert v.nodes == [] and not v.all_nodes and not v.hang
+
+
+def test_output_pattern_expansion(tmp_path: Path) -> None:
+    from aegis_slurm.logs.job import expand_output_pattern
+
+    # the EpilogSlurmctld gets SLURM_JOB_STDOUT unexpanded: "/srv/slurm-testbed/jobs/%j.out" in
+    # the Slurm 22.05.8 testbed's recorded hook environments (hooks-22.05.8_env.log)
+    assert expand_output_pattern("/jobs/%j.out", "4242") == "/jobs/4242.out"
+    assert expand_output_pattern("/s/%x-%u/%6j_%t.log", "42", "bob", "train") == (
+        "/s/train-bob/000042_*.log"
+    )
+    assert expand_output_pattern("/s/%N.%%.log", "1") == "/s/*.%.log"
+    for n in ("gpu1", "gpu2"):
+        (tmp_path / f"7-{n}.log").write_text("x\n")
+    assert len(list(tmp_path.glob(Path(expand_output_pattern("7-%N.log", "7")).name))) == 2
