@@ -12,10 +12,10 @@ from pathlib import Path
 from aegis_slurm.logs import Layout, diagnose_logs
 
 try:
-    from .corpus import KINDS, Case, healthy_baseline, make_case
+    from .corpus import HELDOUT, KINDS, Case, healthy_baseline, make_case
 except ImportError:  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from corpus import KINDS, Case, healthy_baseline, make_case  # type: ignore[no-redef]
+    from corpus import HELDOUT, KINDS, Case, healthy_baseline, make_case  # type: ignore[no-redef]
 
 
 def score(case: Case, verdict) -> tuple[bool, float]:
@@ -30,10 +30,16 @@ def score(case: Case, verdict) -> tuple[bool, float]:
     return hit, recall
 
 
-def run(root: Path, seeds: int = 3, with_baseline: bool = True, verbose: bool = False):
+def run(
+    root: Path,
+    seeds: int = 3,
+    with_baseline: bool = True,
+    verbose: bool = False,
+    kinds: tuple[str, ...] = KINDS,
+):
     results = []
     for seed in range(seeds):
-        for k, kind in enumerate(KINDS):
+        for k, kind in enumerate(kinds):
             layout = "label" if (seed + k) % 3 == 2 else "dir"
             d = root / f"{kind}-{seed}"
             case = make_case(d / "failed", kind, seed * 100 + k, layout=layout)
@@ -63,9 +69,10 @@ def run(root: Path, seeds: int = 3, with_baseline: bool = True, verbose: bool = 
 
 if __name__ == "__main__":
     seeds = int(sys.argv[sys.argv.index("--seeds") + 1]) if "--seeds" in sys.argv else 3
+    kinds = HELDOUT if "--heldout" in sys.argv else KINDS
     with tempfile.TemporaryDirectory() as d:
         for wb in (True, False):
-            acc, rec, res = run(Path(d) / str(wb), seeds, with_baseline=wb, verbose=True)
+            acc, rec, res = run(Path(d) / str(wb), seeds, wb, verbose=True, kinds=kinds)
             print(
                 f"baseline={wb}: {len(res)} cases, top-1 node accuracy {acc:.1%}, "
                 f"top-5 line recall {rec:.1%}\n"

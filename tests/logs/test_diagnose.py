@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from aegis_slurm.cli import main
 from aegis_slurm.logs import ALL_NODES, diagnose_logs
 
-from .corpus import SNIPPETS, healthy_baseline, make_case
+from .corpus import HELDOUT, SNIPPETS, healthy_baseline, make_case
 from .evaluate import run
 
 
@@ -30,6 +30,12 @@ def test_labelled_corpus_meets_the_targets(tmp_path: Path) -> None:
     assert rec >= 0.9, [(r[0], r[3]) for r in results]
     stage_ok = sum(r[4].stage == r[5].stage for r in results) / len(results)
     assert stage_ok >= 0.9
+
+
+def test_heldout_failures(tmp_path: Path) -> None:
+    """Failure text added after the rules were final (shm bus error, NCCL system error)."""
+    acc, rec, results = run(tmp_path, seeds=2, with_baseline=True, kinds=HELDOUT)
+    assert len(results) == 4 and acc == 1.0 and rec >= 0.9
 
 
 def test_without_baseline_still_names_crashed_nodes(tmp_path: Path) -> None:
