@@ -41,6 +41,7 @@ COMMANDS: dict[str, str] = {
     "check": "aegis_slurm.cli.check_cmd:check",
     "availability": "aegis_slurm.cli.analytics_cmd:availability",
     "minder": "aegis_slurm.cli.minder_cmd:minder",
+    "logs": "aegis_slurm.cli.logs_cmd:logs",
 }
 
 
