@@ -105,29 +105,31 @@ def prom_text(report: PassReport, now: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: What :func:`aegis_slurm.node.slurm.guarded_drain` did -> the incident's recorded action.
+_DRAIN_ACTIONS = {
+    "drained": "drains",
+    "kept": "kept",  # already drained (by aegis or an admin): left as it is
+    "storm": "storm_guard_trips",
+    "undrained": "storm_guard_trips",  # drained, then undone by the guard's second look
+    "guard_unavailable": "guard_unavailable",
+    "drain_failed": "drain_failures",
+}
+
+
 def _drain(cfg: MinderConfig, node: str, evidence: str, now: datetime) -> str:
-    """Drain after the job through the Prolog's guarded drain; returns what happened."""
-    from aegis_slurm.node import prolog  # the guarded drain: guard, drain, second look
+    """Drain after the job through the one guarded drain every hook uses (ownership, the
+    drain-storm guard and its second look); returns what happened."""
+    from aegis_slurm.node import slurm
     from aegis_slurm.node.verdict import FAIL, Verdict
 
-    counters: dict[str, Any] = {}
     w = cfg.watch
-    prolog._drain(
-        "watch",
-        {"guard": dict(w.guard)},
-        node,
-        counters,
-        [Verdict("minder", FAIL, evidence)],
-        now,
-        WHO,
-        w.slurm_timeout,
-        w.syslog,
+    res = slurm.guarded_drain(
+        slurm.Client(w.slurm_timeout), node, [Verdict("minder", FAIL, evidence)], dict(w.guard), now
     )
-    bumped = counters.get("counters", {})
-    for key in ("drains", "storm_guard_trips", "guard_unavailable", "drain_failures"):
-        if bumped.get(key):
-            return key
-    return "kept"  # already drained (by aegis or an admin): left as it is
+    action = _DRAIN_ACTIONS.get(res.action, res.action)
+    if action != "drains":
+        export.log("warning", f"{WHO} {node}: {res.action} {res.detail}".strip(), w.syslog)
+    return action
 
 
 def run_pass(
