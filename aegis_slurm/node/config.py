@@ -35,6 +35,9 @@ DECLARED: dict[str, tt.Spec] = {
     "expect.nics": tt.ListOf(tt.Scalar(str)),
     "expect.mounts": tt.ListOf(tt.Scalar(str)),
     "expect.services": tt.ListOf(tt.Scalar(str)),
+    "expect.vbios_versions": tt.ListOf(tt.Scalar(str)),
+    "expect.kernel_modules": tt.ListOf(tt.Scalar(str)),
+    "expect.swap_max_gib": tt.Scalar(float, -1),  # -1 = any amount of swap
     "guard.max_drained_share": tt.Scalar(float, 0, False, 1),
     "epilog.ctld_spool_dirs": tt.ListOf(tt.Scalar(str)),
     "epilog.min_nodes_auto": tt.Scalar(int, 1),

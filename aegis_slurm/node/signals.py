@@ -272,7 +272,7 @@ def kernel_signals(lines: list[str], boot_epoch: float, now: float) -> list[dict
         events = xidcat.parse_xids(line) if first else []
         if events:
             ev = events[0]
-            info = xidcat.classify(ev.code)
+            info = xidcat.classify(ev.code, ev.line)
             kind = CRITICAL if info.severity == xidcat.XidSeverity.CRITICAL else INFO
             out.append(
                 sig(

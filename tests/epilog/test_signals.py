@@ -41,6 +41,17 @@ def test_application_xids_are_info_and_iso_stamps_are_parsed():
     assert all(s["time"] and s["time"].startswith("20") for s in got)
 
 
+def test_epilog_judges_message_decided_xids_by_their_line_as_the_prolog_does():
+    # Xid 154 names its own recovery action: "GPU Reset Required" is critical, "None" is not
+    # (NVIDIA's Xid catalog); the Epilog must read the line, not the bare code.
+    head = "[  100.000000] NVRM: Xid (PCI:0000:9b:00): 154, GPU recovery action changed from "
+    reset = head + "0x0 (None) to 0x1 (GPU Reset Required)"
+    cleared = head + "0x1 (GPU Reset Required) to 0x0 (None)"
+    for line, critical in ((reset, True), (cleared, False)):
+        got = [s for s in sg.kernel_signals([line], 0.0, NOW) if s["signal"] == "xid154"]
+        assert len(got) == 1 and got[0]["critical"] is critical, line
+
+
 def test_lines_seen_by_the_previous_epilog_are_not_reported_again():
     text = fixture_text("gpud/dmesg-with-xid-119.log")
     first, seen = klog.since(text, None)
