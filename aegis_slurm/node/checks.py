@@ -66,6 +66,8 @@ def _no_gpu(check: str, smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict | None:
     if smi is None:
         why = "no GPUs expected" if not exp.get("gpus") else "nvidia-smi absent (see gpu_count)"
         return Verdict(check, SKIP, why)
+    if smi.failure:
+        return Verdict(check, SKIP, "nvidia-smi reported no GPU data (see gpu_count)")
     return None
 
 
@@ -80,6 +82,10 @@ def gpu_count(smi: NvidiaSmiQuery | None, exp: Exp) -> Verdict:
         if not want:
             return Verdict("gpu_count", SKIP, "no GPUs expected and nvidia-smi absent")
         return Verdict("gpu_count", FAIL, f"nvidia-smi not found but {want} GPUs expected")
+    if smi.failure:  # "Driver/library version mismatch", "No devices were found"
+        if not want:
+            return Verdict("gpu_count", SKIP, f"no GPUs expected; nvidia-smi: {smi.failure}")
+        return Verdict("gpu_count", FAIL, f"nvidia-smi: {smi.failure}; {want} GPUs expected")
     have = len(smi.gpus) or smi.attached
     if want is None:
         return Verdict("gpu_count", PASS, f"{have} GPUs (no expectation configured)")

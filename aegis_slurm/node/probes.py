@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aegis_slurm.node.parse import NVSMI_FAILURES
+
 
 class ProbeMissing(Exception):
     """The tool or file the probe needs does not exist on this node."""
@@ -117,7 +119,17 @@ def _cmd(ctx: ProbeContext, name: str, default: list[str], **kw: Any) -> str:
 
 
 def nvidia_smi_q(ctx: ProbeContext) -> str:
-    return _cmd(ctx, "nvidia_smi_q", ["nvidia-smi", "-q"])
+    """``nvidia-smi -q``; when it exits non-zero with one of nvidia-smi's verdicts on the node
+    (:data:`parse.NVSMI_FAILURES`), that message: it is the answer, not a probe failure."""
+    argv = ctx.argv.get("nvidia_smi_q", ["nvidia-smi", "-q"])
+    rc, out, err = run_argv_rc(argv, ctx.timeout)
+    if rc == 0:
+        return out
+    text = f"{out}\n{err}".strip()
+    if any(s in text for s in NVSMI_FAILURES):
+        return text
+    tail = text.splitlines()[-1:] or [""]
+    raise ProbeFailed(f"{argv[0]} exit {rc}: {tail[0][:160]}")
 
 
 def nvidia_smi_q_load(ctx: ProbeContext) -> str:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from aegis_slurm.node import checks, probes
 from aegis_slurm.node import xid as xidcat
 from aegis_slurm.node.parse import (
@@ -218,3 +220,31 @@ def test_correctable_machine_check_sel_record_only_warns():
 def test_unread_module_list_is_a_probe_error_not_a_drain():
     v = checks.kernel_modules(None, {"kernel_modules": ["nvidia_peermem"]})
     assert v.state == "probe_error"
+
+
+def test_driver_library_mismatch_fails_gpu_count_instead_of_probe_error(tmp_path):
+    # lyulyul/shine-cluster #30: after an unattended upgrade of the driver's libraries nvidia-smi
+    # answers "Failed to initialize NVML: Driver/library version mismatch" with a non-zero exit.
+    # That was a probe error for all 13 GPU checks, so Slurm kept sending jobs to a node that
+    # could not give them a GPU.  The real probe code, nvidia-smi replaced by the recording.
+    rec = FIX / "bugreports" / "nvidia-smi.shine_cluster_30.mismatch.txt"
+    fake = ["sh", "-c", f"cat '{rec}'; exit 18"]
+    ctx = probes.ProbeContext(exp={}, root=tmp_path, argv={"nvidia_smi_q": fake})
+    q = parse_nvidia_smi_q(probes.nvidia_smi_q(ctx))
+    v = checks.gpu_count(q, {"gpus": 4})
+    assert v.state == "fail" and "Driver/library version mismatch" in v.evidence
+    assert checks.ecc_uncorrectable(q, {"gpus": 4}).state == "skip"
+    # any other non-zero exit stays a probe failure (never a drain on the checker's guess)
+    other = ["sh", "-c", "echo 'Segmentation fault'; exit 139"]
+    ctx = probes.ProbeContext(exp={}, root=tmp_path, argv={"nvidia_smi_q": other})
+    with pytest.raises(probes.ProbeFailed):
+        probes.nvidia_smi_q(ctx)
+    # and text that is neither -q output nor a known refusal is unparseable (probe_error)
+    with pytest.raises(ValueError):
+        parse_nvidia_smi_q("Segmentation fault\n")
+
+
+def test_no_devices_found_fails_only_where_gpus_are_expected():
+    q = parse_nvidia_smi_q("No devices were found\n")
+    assert checks.gpu_count(q, {"gpus": 8}).state == "fail"
+    assert checks.gpu_count(q, {}).state == "skip"  # a CPU node with the driver in its image
