@@ -9,6 +9,7 @@ exit code and must never report an internal error.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -75,6 +76,11 @@ CASES: list[tuple[str, int | None]] = [
     ("ingest GARBAGE --store OUT --tz Mars/Olympus", EXIT_USAGE),
     ("ingest GARBAGE --store NOTSTORE_META", EXIT_ERROR),
     ("ingest JSONGARBAGE --store OUT", EXIT_ERROR),
+    ("ingest NOTSTORE --store OUT", EXIT_USAGE),  # a directory where a file is expected
+    ("ingest EXPORT --store /dev/null", EXIT_ERROR),
+    ("ingest EXPORT --store NONUTF8", EXIT_ERROR),
+    ("taxonomy --store NONUTF8", None),
+    ("store check --store /dev/null", EXIT_ERROR),
     ("ingest --sacct --start 2026-13-01 --end 2026-12-01 --store OUT", EXIT_USAGE),
     ("ingest --sacct --start 2026-12-01 --end 2026-11-01 --store OUT", EXIT_USAGE),
     ("ingest --sacct --start 2026-11-01 --store OUT", EXIT_USAGE),
@@ -124,8 +130,10 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         "JSONGARBAGE": str(root / "json.json"),
         "BADPOLICY": str(root / "badpolicy.toml"),
         "HEADERLESS": str(FIX / "sacct-22.05.8_alloc.txt"),
+        "EXPORT": str(FIX / "sacct-22.05.8_wide_steps_header.txt"),
         "STORE": str(store),
         "OUT": str(root / "out"),
+        "NONUTF8": os.fsdecode(bytes(root / "b") + b"\xff"),  # a name Parquet I/O cannot use
     }
 
 
@@ -184,3 +192,45 @@ def test_no_traceback_from_the_real_entry_point(places):
     assert (
         res.stderr.strip().startswith("aegis-slurm: error: ") and len(res.stderr.splitlines()) == 1
     )
+
+
+ENDLESS = [
+    pytest.param(["ingest", "/dev/zero"], id="ingest-dev-zero"),
+    pytest.param(["ingest", "/dev/stdin"], id="ingest-endless-pipe-of-nul"),
+]
+
+
+@pytest.mark.parametrize("words", ENDLESS)
+def test_endless_binary_input_is_refused_at_once(words, tmp_path):
+    """/dev/zero is seekable and endless: taken for UTF-16, it was read whole (7.5 GB in 25 s)."""
+    stdin = open("/dev/zero", "rb")  # noqa: SIM115 - closed below
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "aegis_slurm.cli", *words, "--store", str(tmp_path / "s")],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        stdin.close()
+    assert res.returncode == EXIT_ERROR
+    assert res.stderr.splitlines() == [
+        "aegis-slurm: error: binary data (NUL bytes) on the first line: not a sacct export"
+    ]
+
+
+def test_json_output_into_a_closed_pipe_is_quiet(tmp_path):
+    """``ingest --json | head -c 1``: the reader goes away; no BrokenPipeError traceback."""
+    export = FIX / "sacct-22.05.8_wide_steps_header.txt"
+    cmd = [sys.executable, "-m", "aegis_slurm.cli", "ingest", str(export)]
+    cmd += ["--store", str(tmp_path / "s"), "--json"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.read(1)
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        proc.wait(timeout=120)
+    assert "Traceback" not in err
+    assert proc.returncode in DOCUMENTED

@@ -239,11 +239,19 @@ def readable_export(stream: BinaryIO) -> tuple[BinaryIO, bool]:
     read whole and converted: a pipe or FIFO (``<(sacct ...)``, cannot be read twice), a byte
     order mark or UTF-16 (an export saved by an editor or PowerShell), bare CR line ends.
     """
-    if not stream.seekable():
-        return _converted(stream.read()), False
+    seekable = stream.seekable()
     head = stream.read(1 << 16)
+    # Checked before anything is read whole: /dev/zero (seekable, endless) or a pipe of binary
+    # data would otherwise be read until memory runs out.  Only the first line counts: a real
+    # export whose tail a crash left NUL-filled still has its records read (and those rejected).
+    utf16 = head.startswith((b"\xff\xfe", b"\xfe\xff")) or _looks_utf16(head)
+    text = head.decode("utf-16", errors="replace").encode() if utf16 else head
+    if b"\x00" in text.split(b"\n", 1)[0]:
+        raise ExportFormatError("binary data (NUL bytes) on the first line: not a sacct export")
+    if not seekable:
+        return _converted(head + stream.read()), False
     stream.seek(0)
-    if head.startswith((_UTF8_BOM, b"\xff\xfe", b"\xfe\xff")) or _looks_utf16(head):
+    if head.startswith(_UTF8_BOM) or utf16:
         return _converted(stream.read()), False
     if b"\r" in head and b"\n" not in head.rstrip(b"\r\n"):
         return _converted(stream.read()), False

@@ -27,9 +27,14 @@ from aegis_slurm.accounting.pieces import LINE_COLUMN as _LINE_COLUMN
 
 #: Most stray delimiters one record may hold before we stop trying to place them.
 _MAX_SURPLUS = 4
-#: Most lines one free-text value may continue on: a longer run of delimiter-free lines is not
-#: a job name or comment but something else (another export, a log) and is rejected line by line.
-MAX_CONTINUATION_LINES = 64
+#: Longest value slurmdbd stores in a free-text column: ``tinytext`` (255 bytes) for the job name,
+#: reservation and WCKey, ``text`` (65,535) for SubmitLine, comments, WorkDir and the rest.  A run
+#: of delimiter-free lines lies inside one field, so a longer run is not a job name or comment but
+#: something else (another export, a log) and is rejected line by line.  A bound in bytes, not in
+#: lines: ``sbatch --wrap "$(cat job.sh)"`` puts a whole script, hundreds of lines, in SubmitLine.
+TINYTEXT_BYTES = 255
+TEXT_BYTES = 65_535
+_TINYTEXT_FIELDS = frozenset({"JobName", "Reservation", "WCKey"})
 #: Lines a Slurm command prints on stderr (``sacct ... 2>&1``): never part of a record.
 _SLURM_MESSAGE = re.compile(r"^(?:sacct|sacctmgr|squeue|scontrol|slurm\w*|srun|sbatch): ")
 #: Other delimiters: a line they split into a full record belongs to another export.
@@ -214,7 +219,6 @@ def _repair(
             (count < expected or layout.trailing)
             and j < len(rows)
             and rows[j][0] == rows[j - 1][0] + 1
-            and j - i < MAX_CONTINUATION_LINES
             and rows[j][0] not in implausible
             and rows[j][0] not in blank
             and not can_start(rows[j][1])
@@ -310,8 +314,9 @@ def _not_continuations(
     """Broken lines that cannot be the rest of a free-text field (with why), and blank ones.
 
     A continuation must be plausible: a message from a Slurm command, a line that is a whole
-    record under another delimiter, or one of more than ``MAX_CONTINUATION_LINES`` delimiter-free
-    lines in a row is rejected on its own.  Whitespace-only lines that end a run of broken lines
+    record under another delimiter, or one of a run of delimiter-free lines longer than any
+    free-text field of the layout can hold (``TEXT_BYTES``, ``TINYTEXT_BYTES``) is rejected on its
+    own.  Whitespace-only lines that end a run of broken lines
     (nothing but good records or the end of the file follows) are blank, not part of a record,
     unless the last field is free text that may end in them (kept byte for byte).
     """
@@ -320,17 +325,32 @@ def _not_continuations(
     implausible: dict[int, str] = {}
     blank: set[int] = set()
     run: list[tuple[int, str]] = []
+    free_fields = [name for name in layout.fields if name in FREE_TEXT_FIELDS]
+    budget = max(
+        (TINYTEXT_BYTES if name in _TINYTEXT_FIELDS else TEXT_BYTES for name in free_fields),
+        default=0,
+    )
+    reason = (
+        f"line without a delimiter, one of more than {budget} bytes of them in a row "
+        "(longer than any free-text field)"
+    )
+
+    def check_free_run(free: list[tuple[int, str]]) -> None:
+        # Characters, not bytes: never more than the UTF-8 length, so the bound only loosens.
+        if sum(len(text) + 1 for _, text in free) > budget:
+            implausible.update(dict.fromkeys((line_no for line_no, _ in free), reason))
 
     def close_run() -> None:
         while not tail_may_continue and run and not run[-1][1].strip() and delim not in run[-1][1]:
             blank.add(run.pop()[0])
-        free = [line_no for line_no, text in run if delim not in text]
-        if len(free) > MAX_CONTINUATION_LINES:
-            reason = (
-                f"line without a delimiter, one of more than {MAX_CONTINUATION_LINES} in a row "
-                "(not the rest of a free-text field)"
-            )
-            implausible.update(dict.fromkeys(free, reason))
+        free: list[tuple[int, str]] = []  # consecutive delimiter-free lines: inside one field
+        for line_no, text in run:
+            if delim in text:
+                check_free_run(free)
+                free = []
+            else:
+                free.append((line_no, text))
+        check_free_run(free)
         run.clear()
 
     for line_no, text in rows:

@@ -154,10 +154,24 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def _usable_path(store: Path | str) -> Path:
+    """``store`` as a Path, refused when its name is not valid UTF-8 (Parquet I/O cannot use it)."""
+    try:
+        str(store).encode("utf-8")
+    except UnicodeEncodeError:
+        raise StoreError(
+            f"{str(store).encode('utf-8', 'replace').decode()}: the path is not valid UTF-8; "
+            "use a store path that is"
+        ) from None
+    return Path(store)
+
+
 def open_store(store: Path) -> Path:
     """Create the store if needed and check its schema version."""
-    store = Path(store)
+    store = _usable_path(store)
     meta_path = store / "meta.json"
+    if store.exists() and not store.is_dir():
+        raise StoreError(f"{store}: exists and is not a directory; give a store directory")
     if meta_path.exists():
         meta = read_meta(store)
         if meta.get("schema_version") != SCHEMA_VERSION:
@@ -406,7 +420,7 @@ def load_runs(
 
     ``run_index`` numbers the runs of each job in Submit order across the whole store.
     """
-    store = Path(store)
+    store = _usable_path(store)
     for _attempt in range(5):
         files = sorted((store / "runs").glob("month=*/part-*.parquet"))
         try:

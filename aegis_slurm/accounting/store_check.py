@@ -14,8 +14,10 @@ What is checked, and what ``--repair`` does about it:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,45 +72,75 @@ def check_store(store: Path | str, *, repair: bool = False) -> CheckReport:
             finding.repaired, finding.action = True, "deleted"
         report.findings.append(finding)
 
-    parts = sorted((store / "runs").glob("month=*/part-*.parquet"))
-    report.parts = len(parts)
     bad_parts = 0
+    for folder in sorted((store / "runs").glob("month=*")):
+        # Under the month's lock, as ingests publish and compact: a part a concurrent compaction
+        # unlinks is never taken for a corrupt one, nor moved while it is rewritten.
+        with _month_locked(folder, required=repair):
+            bad_parts += _check_month(store, folder, report, repair)
+    _check_meta(store, report, repair, sound_parts=bad_parts == 0 or repair)
+    return report
+
+
+@contextlib.contextmanager
+def _month_locked(folder: Path, *, required: bool) -> Iterator[None]:
+    """The month's lock; a plain check of a read-only store goes on without it."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(store_mod._month_lock(folder))
+        except OSError:
+            if required:
+                raise
+        yield
+
+
+def _check_month(store: Path, folder: Path, report: CheckReport, repair: bool) -> int:
+    """Check (and with ``repair`` fix) one month's parts; returns how many were bad."""
+    parts = sorted(folder.glob("part-*.parquet"))
+    report.parts += len(parts)
+    bad = []
     for path in parts:
         problem = store_mod.part_problem(path)
         if problem is None:
             continue
-        bad_parts += 1
+        bad.append(path)
         finding = Finding(str(path), problem)
         if repair:
-            target = store / "quarantine" / path.parent.name / path.name
+            target = _quarantine_path(store, path)
             target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
             store_mod.fsync_dir(path.parent)
             finding.repaired, finding.action = True, f"moved to {target}"
         report.findings.append(finding)
+    sound = [path for path in parts if path not in bad]
+    if len(sound) < 2:
+        return len(bad)
+    try:
+        keys = pl.scan_parquet(sound).select(store_mod.KEY).collect()
+    except (OSError, pl.exceptions.PolarsError):
+        return len(bad)
+    if keys.n_unique() == keys.height:
+        return len(bad)
+    finding = Finding(
+        str(folder),
+        f"{keys.height - keys.n_unique()} run(s) stored twice (an ingest stopped before "
+        "compacting; readers already show them once)",
+    )
+    if repair:
+        store_mod._compact_locked(folder)
+        finding.repaired, finding.action = True, "compacted"
+    report.findings.append(finding)
+    return len(bad)
 
-    _check_meta(store, report, repair, sound_parts=bad_parts == 0 or repair)
 
-    for folder in sorted((store / "runs").glob("month=*")):
-        month_parts = sorted(folder.glob("part-*.parquet"))
-        if len(month_parts) < 2:
-            continue
-        try:
-            keys = pl.scan_parquet(month_parts).select(store_mod.KEY).collect()
-        except (OSError, pl.exceptions.PolarsError):
-            continue  # a bad part, reported above
-        if keys.n_unique() == keys.height:
-            continue
-        finding = Finding(
-            str(folder),
-            f"{keys.height - keys.n_unique()} run(s) stored twice (an ingest stopped before "
-            "compacting; readers already show them once)",
-        )
-        if repair:
-            store_mod._compact(folder)
-            finding.repaired, finding.action = True, "compacted"
-        report.findings.append(finding)
-    return report
+def _quarantine_path(store: Path, path: Path) -> Path:
+    """Where a bad part goes: never over an earlier quarantined file of the same name."""
+    target = store / "quarantine" / path.parent.name / path.name
+    n = 1
+    while target.exists():
+        target = target.with_name(f"{path.stem}.{n}{path.suffix}")
+        n += 1
+    return target
 
 
 def _check_meta(store: Path, report: CheckReport, repair: bool, sound_parts: bool) -> None:

@@ -11,7 +11,7 @@ import pytest
 from aegis_slurm.accounting import ingest_files, load_runs, parse_export
 from aegis_slurm.accounting.layout import ExportFormatError
 from aegis_slurm.accounting.parse_json import JsonExportError
-from aegis_slurm.accounting.repair import MAX_CONTINUATION_LINES
+from aegis_slurm.accounting.repair import TEXT_BYTES, TINYTEXT_BYTES
 
 FIX = Path(__file__).parent.parent / "fixtures" / "sacct"
 ALLOC = FIX / "sacct-22.05.8_alloc.txt"  # headerless, F1 fields, `|`
@@ -76,13 +76,44 @@ def test_sacct_error_message_from_2_and_1_is_a_counted_rejection():
 
 
 def test_a_long_run_of_delimiter_free_lines_is_not_one_job_name():
-    junk = [f"log line {k}" for k in range(MAX_CONTINUATION_LINES + 1)]
+    # slurmdbd keeps a job name in 255 bytes: more lines than that are not the rest of one.
+    junk = [f"log line {k}" for k in range(TINYTEXT_BYTES // 10 + 1)]
     data = "\n".join([HEADER, line(1), *junk, line(2)]).encode()
     parsed = parse_export(data, source="x")
     assert parsed.report.rows_kept == 2
     assert parsed.report.rows_rejected == len(junk)
     assert parsed.report.rows_read == 2 + len(junk)
     assert parsed.runs.get_column("job_name").to_list() == ["train", "train"]
+
+
+SCRIPT = "#!/bin/bash\n" + "\n".join(f"srun python step{k}.py --seed {k}" for k in range(300))
+
+
+@pytest.mark.parametrize("last", [False, True], ids=["comment-in-the-middle", "comment-last"])
+def test_a_whole_batch_script_in_a_free_text_field_is_kept(last):
+    # sbatch --wrap "$(cat job.sh)" or --comment "$(cat job.sh)": hundreds of lines, one value.
+    comments = ["short", SCRIPT, ""]
+    if last:  # the continuation lines end the record
+        header = HEADER + "|Comment"
+        rows = [f"{line(j)}|{c}" for j, c in enumerate(comments, start=1)]
+    else:
+        header = HEADER.replace("|JobName", "|Comment|JobName")
+        rows = [line(j).replace("|train", f"|{c}|train") for j, c in enumerate(comments, start=1)]
+    parsed = parse_export("\n".join([header, *rows]).encode() + b"\n", source="x")
+    assert parsed.report.rejected_by_reason == {}
+    assert parsed.report.rows_kept == 3
+    assert parsed.runs.get_column("comment").to_list() == comments
+    assert parsed.runs.get_column("job_name").to_list() == ["train"] * 3
+
+
+def test_a_run_longer_than_any_stored_comment_is_rejected_line_by_line():
+    header = HEADER + "|Comment"
+    junk = ["x" * 99] * (TEXT_BYTES // 100 + 1)
+    rows = [line(1) + "|first", *junk, line(2) + "|"]
+    parsed = parse_export("\n".join([header, *rows]).encode(), source="x")
+    assert parsed.report.rows_kept == 2
+    assert parsed.report.rows_rejected == len(junk)
+    assert parsed.runs.get_column("comment").to_list() == ["first", ""]
 
 
 def test_a_short_continuation_is_still_rejoined():

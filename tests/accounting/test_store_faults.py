@@ -224,3 +224,48 @@ def test_ingest_into_a_store_with_a_corrupt_part_names_it_and_leaves_nothing_sta
     )
     assert res.returncode == 1 and "Traceback" not in res.stderr
     assert part.name in res.stderr and "store check --repair" in res.stderr
+
+
+def test_store_check_repair_racing_compacting_ingests_never_quarantines_a_sound_part(tmp_path):
+    """A part a concurrent compaction unlinks was once taken for a corrupt one (and the move
+    failed with a bare 'No such file'); check and repair now hold the month's lock."""
+    store = tmp_path / "a store with spaces"
+    jobs = range(1, 401)
+    ingest_files([export(tmp_path, "base.txt", *jobs)], store)
+    exports = [
+        export(tmp_path, f"{state}.txt", *jobs, state=state) for state in ("FAILED", "COMPLETED")
+    ]
+    script = textwrap.dedent(
+        """
+        import sys
+        from aegis_slurm.accounting import ingest_files
+        for _ in range(6):
+            ingest_files([sys.argv[2]], sys.argv[1])
+        """
+    )
+    writers = [
+        subprocess.Popen([sys.executable, "-c", script, str(store), str(path)]) for path in exports
+    ]
+    checks = 0
+    while any(w.poll() is None for w in writers) or checks < 3:
+        report = check_store(store, repair=True)
+        assert [f.problem for f in report.findings if "part" in f.problem] == []
+        checks += 1
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    assert not (store / "quarantine").exists()
+    assert sorted(load_runs(store).get_column("job_id").cast(int).to_list()) == list(jobs)
+
+
+def test_quarantine_never_overwrites_an_earlier_quarantined_part(tmp_path):
+    store = tmp_path / "store"
+    ingest_files([export(tmp_path, "a.txt", 1, 2)], store)
+    (part,) = store.glob("runs/month=*/part-*.parquet")
+    earlier = store / "quarantine" / part.parent.name / part.name
+    earlier.parent.mkdir(parents=True)
+    earlier.write_bytes(b"an earlier bad part the admin has not looked at yet")
+    part.write_bytes(b"corrupt")
+    report = check_store(store, repair=True)
+    assert report.ok
+    assert earlier.read_bytes() == b"an earlier bad part the admin has not looked at yet"
+    assert b"corrupt" in [p.read_bytes() for p in earlier.parent.iterdir()]
+    assert check_store(store, repair=True).findings == []  # idempotent
