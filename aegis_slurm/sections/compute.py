@@ -34,13 +34,9 @@ def failure_rate(
 
     mg = inp.settings.min_gpus if min_gpus is None else min_gpus
     wd = inp.settings.window_days if window_days is None else window_days
-    res = fr(inp.runs, min_gpus=mg)
-    res["evidence_given"] = evidence_given(inp)
-    # "A NODE_FAIL-only lower bound" is true only when no FAILED run could be attributed
-    # because no evidence was there to look at, and there is a rate to bound.
-    res["lower_bound_only"] = bool(
-        not res["evidence_given"] and res["failures"] > 0 and res["failed_hw"] == 0
-    )
+    given = evidence_given(inp)
+    res = fr(inp.runs, min_gpus=mg, evidence_given=given)
+    res["evidence_given"] = given
     p = inp.period
     lookback = inp.context
     if p.start is not None:
