@@ -379,7 +379,8 @@ def availability(inp: Inputs, failures_only: bool = False) -> dict[str, Any]:
 def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
     """r_f and the MTTF of runs with more than min_gpus GPUs, each with its 90% interval, for
     the ``months`` calendar months ending with the period's (the store's last month without a
-    period).  Earlier months are read from the store and attributed with the same evidence."""
+    period), leaving out the months before the store's first run.  Earlier months are read
+    from the store and attributed with the same evidence."""
     from aegis_slurm.accounting import load_runs
     from aegis_slurm.analytics.failure_rate import failure_rate as fr
     from aegis_slurm.analytics.mttf import poisson_rate_interval
@@ -429,4 +430,6 @@ def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
                 "mttf_ci90_hours": [lo, hi],
             }
         )
+    while out and out[0]["runs"] == 0:  # months before the store's history began
+        out.pop(0)
     return out
