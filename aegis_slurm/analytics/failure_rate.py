@@ -29,13 +29,17 @@ def _population(attributed: pl.DataFrame, min_gpus: int) -> pl.DataFrame:
 
 
 def failure_rate(
-    attributed: pl.DataFrame, min_gpus: int = DEFAULT_MIN_GPUS, conf: float = 0.90
+    attributed: pl.DataFrame,
+    min_gpus: int = DEFAULT_MIN_GPUS,
+    conf: float = 0.90,
+    evidence_given: bool = False,
 ) -> dict[str, Any]:
     """r_f = failures / node-days over runs with gpus > ``min_gpus`` (spec §2.1), with an exact
     Poisson (chi-square) interval on the rate and a breakdown by cause and attribution source.
 
-    ``lower_bound_only`` is true when no FAILED run was attributed (no evidence source matched):
-    the value then counts NODE_FAIL only and is a lower bound (spec §2.1).
+    ``lower_bound_only`` (spec §2.1: "without event data, report an r_f lower bound") is true
+    only when no evidence source was given (``evidence_given`` false: no events, no signals, no
+    aegis tag), so FAILED runs could not be attributed, and there is a failure to count.
     """
     pop = _population(attributed, min_gpus)
     k = int(pop["infra_failure"].sum())
@@ -64,7 +68,7 @@ def failure_rate(
         # rate interval = reciprocal of the MTTF interval in node-days
         "ci90_low": None if nd <= 0 else (0.0 if hi_mttf == float("inf") else 1.0 / hi_mttf),
         "ci90_high": None if nd <= 0 else 1.0 / lo_mttf,
-        "lower_bound_only": attributed_failed == 0,
+        "lower_bound_only": (not evidence_given) and k > 0 and attributed_failed == 0,
         "by_cause": by_cause.to_dicts(),
     }
 

@@ -25,7 +25,7 @@ DEMO_START = "2023-12-01T00:00:00"
     show_default=True,
     help="Simulated days from 2023-12-01 (two months: the report compares them).",
 )
-@click.option("--seed", default=1, show_default=True)
+@click.option("--seed", default=1, show_default=True, help="Simulator RNG seed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def demo(out: Path, nodes: int, days: float, seed: int, as_json: bool) -> None:
     """Simulate a cluster history with planted failures and crash loops, ingest it through the

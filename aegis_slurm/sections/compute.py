@@ -34,13 +34,9 @@ def failure_rate(
 
     mg = inp.settings.min_gpus if min_gpus is None else min_gpus
     wd = inp.settings.window_days if window_days is None else window_days
-    res = fr(inp.runs, min_gpus=mg)
-    res["evidence_given"] = evidence_given(inp)
-    # "A NODE_FAIL-only lower bound" is true only when no FAILED run could be attributed
-    # because no evidence was there to look at, and there is a rate to bound.
-    res["lower_bound_only"] = bool(
-        not res["evidence_given"] and res["failures"] > 0 and res["failed_hw"] == 0
-    )
+    given = evidence_given(inp)
+    res = fr(inp.runs, min_gpus=mg, evidence_given=given)
+    res["evidence_given"] = given
     p = inp.period
     lookback = inp.context
     if p.start is not None:
@@ -383,7 +379,8 @@ def availability(inp: Inputs, failures_only: bool = False) -> dict[str, Any]:
 def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
     """r_f and the MTTF of runs with more than min_gpus GPUs, each with its 90% interval, for
     the ``months`` calendar months ending with the period's (the store's last month without a
-    period).  Earlier months are read from the store and attributed with the same evidence."""
+    period), leaving out the months before the store's first run.  Earlier months are read
+    from the store and attributed with the same evidence."""
     from aegis_slurm.accounting import load_runs
     from aegis_slurm.analytics.failure_rate import failure_rate as fr
     from aegis_slurm.analytics.mttf import poisson_rate_interval
@@ -433,4 +430,6 @@ def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
                 "mttf_ci90_hours": [lo, hi],
             }
         )
+    while out and out[0]["runs"] == 0:  # months before the store's history began
+        out.pop(0)
     return out

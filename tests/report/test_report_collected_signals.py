@@ -136,3 +136,34 @@ def test_signal_table_without_the_needed_columns_is_one_line_error(store, tmp_pa
     assert res.exit_code == 1
     assert "missing node, time, signal, critical" in res.output
     assert "Traceback" not in res.output
+
+
+def test_site_config_sets_the_parameters_the_page_prints(store, tmp_path: Path):
+    st, _ = store
+    cfg = tmp_path / "aegis.toml"
+    cfg.write_text("[analytics]\ngpus_per_node = 4\nrestart_min = 7.5\nckpt_write_min = 1.0\n")
+    out = tmp_path / "r"
+    res = CliRunner().invoke(
+        main,
+        ["report", "--store", str(st), "--month", MONTH, "--out", str(out), "--config", str(cfg)],
+    )
+    assert res.exit_code == 0, res.output
+    rep = json.loads((out / "report.json").read_text())
+    p = rep["parameters"]
+    assert (p["gpus_per_node"], p["gpus_per_node_source"], p["restart_min"]) == (
+        4,
+        "site config",
+        7.5,
+    )
+    plan = rep["ettr_planning"]
+    assert plan["gpus_per_node"] == 4 and plan["u0_min"] == 7.5 and plan["ckpt_write_min"] == 1.0
+    assert all(c["n_nodes"] == -(-c["gpus"] // 4) for c in plan["curves"])
+    assert all(0 < c["optimal_min"] < 240 for c in plan["curves"])  # a real optimum with w > 0
+    assert rep["mttf"]["gpus_per_node"] == 4
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[analytics]\ngpus_per_nod = 4\n")
+    res = CliRunner().invoke(
+        main,
+        ["report", "--store", str(st), "--month", MONTH, "--out", str(out), "--config", str(bad)],
+    )
+    assert res.exit_code == 1 and "unknown key analytics.gpus_per_nod" in res.output

@@ -144,12 +144,13 @@ def test_two_months_give_deltas_and_a_rolling_series(tmp_path: Path):
     assert roll[0]["node_days_30d"] > roll[0]["node_days"] * 5
     # The trend: twelve months ending in January; December and January equal their reports.
     trend = {t["month"]: t for t in r["trend"]}
-    assert len(r["trend"]) == 12 and r["trend"][-1]["month"] == MONTH
+    # (the store begins in December: the months before it are left out)
+    assert [t["month"] for t in r["trend"]] == ["2023-12", MONTH]
     for m, rep in (("2023-12", dec), (MONTH, r)):
         assert trend[m]["rf_per_1000_node_days"] == pytest.approx(
             rep["summary"]["rf_per_1000_node_days"], rel=1e-12
         )
-    assert trend["2023-11"]["runs"] == 0 and "png" in r["figures"]["trend"]
+    assert "png" in r["figures"]["trend"]
     # Month over month: the r_f change comes with an exact rate test and its p-value.
     test = mom["rf_per_1000_node_days"]["test"]
     assert 0.0 <= test["p_value"] <= 1.0 and test["significant"] == (test["p_value"] < 0.05)
