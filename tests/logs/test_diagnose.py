@@ -197,3 +197,24 @@ def test_output_pattern_expansion(tmp_path: Path) -> None:
     for n in ("gpu1", "gpu2"):
         (tmp_path / f"7-{n}.log").write_text("x\n")
     assert len(list(tmp_path.glob(Path(expand_output_pattern("7-%N.log", "7")).name))) == 2
+
+
+def test_one_or_two_nodes_and_binary_junk(tmp_path: Path) -> None:
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "n1.log").write_text("step 1\nRuntimeError: CUDA error: an illegal memory access\n")
+    v = diagnose_logs([one / "n1.log"])
+    assert v.nodes[0]["node"] == "n1" and v.lines[0]["line"] == 2
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "n1.log").write_text("step 1\n")
+    (two / "n2.log").write_text("step 1\nOSError: [Errno 28] No space left on device\n")
+    v = diagnose_logs([two])
+    assert [n["node"] for n in v.nodes] == ["n2"] and not v.all_nodes
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "n1.log").write_bytes(bytes(range(256)) * 50)  # separators, NULs, invalid UTF-8
+    (junk / "n2.log").write_bytes(b"\x1f\x1f\n" * 10)
+    r = CliRunner().invoke(main, ["logs", str(junk), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["lines_read"] > 0
