@@ -218,3 +218,35 @@ def test_one_or_two_nodes_and_binary_junk(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["logs", str(junk), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["lines_read"] > 0
+
+
+def test_rank_prefixed_single_file(tmp_path: Path) -> None:
+    """One file whose lines carry PyTorch's ``[rankN]:`` (8 ranks per node)."""
+    import re
+
+    case = make_case(tmp_path / "f", "oom", 5, layout="label")
+    src = (case.path / "slurm-4242.out").read_text().splitlines()
+    out = [
+        re.sub(r"^(\d+): (?:\[rank\d+\]:)?", lambda m: f"[rank{int(m.group(1)) * 8 + 3}]:", ln)
+        for ln in src
+    ]
+    (tmp_path / "all.log").write_text("\n".join(out) + "\n")
+    r = CliRunner().invoke(
+        main,
+        [
+            "logs",
+            str(tmp_path / "all.log"),
+            "--nodes",
+            ",".join(case.nodes),
+            "--ranks-per-node",
+            "8",
+            "--baseline",
+            str(healthy_baseline(tmp_path / "b", 5)),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.output)
+    assert v["nodes"][0]["node"] == case.culprit
+    assert "OutOfMemoryError" in v["lines"][0]["text"]
+    assert v["iteration"] == case.iteration
