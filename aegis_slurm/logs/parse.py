@@ -29,7 +29,9 @@ MASKS: tuple[tuple[str, str], ...] = (
         r"\b[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\d[0-9a-fA-F]*\b|\b[0-9a-fA-F]*\d[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b",
         "<HEX>",
     ),
-    (r"(?i)\b(rank|local_rank|device|gpu|cuda:)\s*[:=]?\s*\d+", "$1 <N>"),
+    # "Rank 3", "rank=3", "GPU 0", "cuda:1" -- but not a host name such as gpu302 (the number
+    # rule below makes that gpu<N>, one token like any other host's)
+    (r"(?i)\b(rank|local_rank|device|gpu|cuda)(?:\s*[:=]\s*|\s+)\d+", "$1 <N>"),
     (r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", "<N>"),
     (r"\s+", " "),
 )
