@@ -250,3 +250,17 @@ def test_rank_prefixed_single_file(tmp_path: Path) -> None:
     assert v["nodes"][0]["node"] == case.culprit
     assert "OutOfMemoryError" in v["lines"][0]["text"]
     assert v["iteration"] == case.iteration
+
+
+def test_job_files_follow_per_node_patterns(tmp_path: Path) -> None:
+    from aegis_slurm.logs.job import JobInfo, job_files
+
+    for n in ("gpu1", "gpu2"):
+        (tmp_path / f"77-{n}.log").write_text("x\n")
+    (tmp_path / "78-gpu1.log").write_text("another job\n")
+    info = JobInfo(
+        job_id="77", stdout=str(tmp_path / "%j-%N.log"), stderr=str(tmp_path / "%j-%N.log")
+    )
+    assert [p.name for p in job_files(info)] == ["77-gpu1.log", "77-gpu2.log"]
+    info = JobInfo(job_id="77", stdout=str(tmp_path / "77-gpu1.log"))
+    assert job_files(info) == [tmp_path / "77-gpu1.log"]
