@@ -185,10 +185,20 @@ def _map_index(df: pl.DataFrame, col: str, per: int | None, layout: Layout, kind
 
 
 def node_hint_for(path: Path, layout: Layout) -> str | None:
-    """The node a file belongs to from its name: ``<node>.log``, or a ``%t`` task file."""
+    """The node a file belongs to from its name: ``<node>.log``, ``<job>-<node>.log``, or a
+    ``%t`` task file."""
     stem = path.stem
     if layout.nodes and stem in layout.nodes:
         return stem
+    if layout.nodes:
+        # ``--output=%j-%N.log``: the node's name is a delimited part of the file name
+        named = [
+            n
+            for n in layout.nodes
+            if re.search(rf"(?:^|[^A-Za-z0-9]){re.escape(n)}(?:$|[^A-Za-z0-9])", stem)
+        ]
+        if named:
+            return max(named, key=len)
     m = _TASK_STEM.search(stem)
     if m and layout.tasks_per_node and layout.nodes:
         task = int(m.group(1))

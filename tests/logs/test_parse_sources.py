@@ -109,3 +109,10 @@ def test_missing_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "drain3", None)  # as if the extra were not installed
     with pytest.raises(ConfigError, match=r"pip install 'aegis-slurm\[diagnosis\]'"):
         parse.new_miner()
+
+
+def test_node_named_inside_the_file_name(tmp_path: Path) -> None:
+    for n in ("gpu-a1", "gpu-a2"):
+        _write(tmp_path / f"4242-{n}.log", "x\n")
+    files = list(read_logs([tmp_path], Layout(nodes=("gpu-a1", "gpu-a2"))))
+    assert [f.nodes for f in files] == [["gpu-a1"], ["gpu-a2"]]
