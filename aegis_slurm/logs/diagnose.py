@@ -143,10 +143,19 @@ def diagnose_logs(
     weights = np.array(
         [2.0 if _ERROR_WORDS.search(templates.text.get(e, "")) else 1.0 for e in events]
     )
-    med = np.median(mat, axis=0) if len(nodes) else np.zeros(len(events))
+    med = np.median(mat, axis=0) if len(nodes) > 1 else np.zeros(len(events))
     first = corpus.first.with_columns(pl.Series("tid", mid_to_tid[corpus.first["mid"].to_numpy()]))
 
     culprits = list(sp.outliers)
+    if len(nodes) < 3 and not culprits:
+        # one or two nodes: counts cannot say which is the odd one; a node logging an error
+        # event the other(s) did not is the culprit
+        alone = [j for j in range(len(events)) if weights[j] > 1 and (mat[:, j] == 0).any()]
+        culprits = [i for i in range(len(nodes)) if any(mat[i, j] > 0 for j in alone)]
+        if len(nodes) == 1:
+            culprits = [0] if any(weights[j] > 1 for j in range(len(events))) else []
+        if len(culprits) == len(nodes) > 1:
+            culprits = []
     candidate_lines: list[dict] = []
     if culprits:
         # order the culprits by who showed a failure-indicating event first (root cause before

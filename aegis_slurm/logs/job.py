@@ -151,16 +151,34 @@ def expand_output_pattern(
     return _PATTERN.sub(sub, pattern)
 
 
+def job_files(info: JobInfo) -> list[Path]:
+    """The job's output files: StdOut and StdErr, each a file or, when it still holds a per-node
+    or per-task pattern (``--output=%N.log``; scontrol expands only the job-level fields), every
+    file matching it."""
+    out: list[Path] = []
+    for p in dict.fromkeys([info.stdout, info.stderr]):
+        if not p:
+            continue
+        if "%" not in p:
+            out.append(Path(p))
+            continue
+        g = Path(expand_output_pattern(p, info.job_id, info.user, info.name))
+        out.extend(sorted(g.parent.glob(g.name)))
+    return list(dict.fromkeys(out))
+
+
 def _baseline_paths(info: JobInfo, base_id: str | None) -> list[Path]:
+    """The baseline run's output: where this job's is, with the job id replaced (if it exists)."""
     if not base_id:
         return []
-    out = []
-    for p in {info.stdout, info.stderr}:
-        if p and info.job_id in p:
-            q = Path(p.replace(info.job_id, base_id))
-            if q.is_file():
-                out.append(q)
-    return out
+    base = JobInfo(
+        job_id=base_id,
+        user=info.user,
+        name=info.name,
+        stdout=info.stdout.replace(info.job_id, base_id) if info.job_id in info.stdout else "",
+        stderr=info.stderr.replace(info.job_id, base_id) if info.job_id in info.stderr else "",
+    )
+    return [p for p in job_files(base) if p.is_file()]
 
 
 def diagnose_job_logs(
@@ -192,7 +210,7 @@ def diagnose_job_logs(
             f"job {job_id} is unknown to slurmctld"
             + (" and to the store" if store is not None else "; pass --store DIR")
         )
-    files = list(paths) or [p for p in dict.fromkeys([info.stdout, info.stderr]) if p]
+    files = list(paths) or job_files(info)
     files = [f for f in files if Path(f).exists()]
     if not files:
         raise NoDataError(

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from aegis_slurm.errors import ConfigError
+
 #: (pattern, placeholder), applied in order: the wider shapes first, so a timestamp is not
 #: half-eaten by the number rule.
 MASKS: tuple[tuple[str, str], ...] = (
@@ -29,7 +31,9 @@ MASKS: tuple[tuple[str, str], ...] = (
         r"\b[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\d[0-9a-fA-F]*\b|\b[0-9a-fA-F]*\d[0-9a-fA-F]*[a-fA-F][0-9a-fA-F]*\b",
         "<HEX>",
     ),
-    (r"(?i)\b(rank|local_rank|device|gpu|cuda:)\s*[:=]?\s*\d+", "$1 <N>"),
+    # "Rank 3", "rank=3", "GPU 0", "cuda:1" -- but not a host name such as gpu302 (the number
+    # rule below makes that gpu<N>, one token like any other host's)
+    (r"(?i)\b(rank|local_rank|device|gpu|cuda)(?:\s*[:=]\s*|\s+)\d+", "$1 <N>"),
     (r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", "<N>"),
     (r"\s+", " "),
 )
@@ -147,16 +151,29 @@ class Templates:
     text: dict[int, str]
 
 
+def need(module: str):
+    """Import a ``diagnosis`` extra's module, or say in one line how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"aegis-slurm logs needs {module.split('.')[0]} ({exc}); install the diagnosis "
+            "extra: pip install 'aegis-slurm[diagnosis]'"
+        ) from exc
+
+
 def new_miner(sim_th: float = 0.7):
     """A drain3 miner; masking already removed the variables, so templates need high similarity."""
-    from drain3 import TemplateMiner
-    from drain3.template_miner_config import TemplateMinerConfig
+    miner_cls = need("drain3").TemplateMiner
+    config_cls = need("drain3.template_miner_config").TemplateMinerConfig
 
-    config = TemplateMinerConfig()
+    config = config_cls()
     config.drain_sim_th = sim_th
     config.drain_depth = 4
     config.profiling_enabled = False
-    return TemplateMiner(config=config)
+    return miner_cls(config=config)
 
 
 def mine(distinct: list[str], miner=None) -> Templates:

@@ -157,17 +157,25 @@ def _lines(data: bytes) -> pl.Series:
     """
     if not data:
         return pl.Series("text", [], dtype=pl.String)
-    df = pl.read_csv(
-        io.BytesIO(data),
-        has_header=False,
-        separator="\x1f",
-        quote_char=None,
-        new_columns=["text"],
-        schema_overrides={"text": pl.String},
-        truncate_ragged_lines=True,
-        encoding="utf8-lossy",
-    )
-    return df.get_column("text").fill_null("")
+    try:
+        df = pl.read_csv(
+            io.BytesIO(data),
+            has_header=False,
+            separator="\x1f",
+            quote_char=None,
+            new_columns=["text"],
+            schema_overrides={"text": pl.String},
+            truncate_ragged_lines=True,
+            extra_columns="ignore",
+            encoding="utf8-lossy",
+        )
+        return df.get_column("text").fill_null("")
+    except pl.exceptions.PolarsError:
+        # binary junk and other shapes the CSV reader refuses: the slow, sure way
+        lines = data.decode("utf-8", errors="replace").split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return pl.Series("text", lines, dtype=pl.String)
 
 
 def _map_index(df: pl.DataFrame, col: str, per: int | None, layout: Layout, kind: str) -> pl.Expr:
@@ -177,10 +185,20 @@ def _map_index(df: pl.DataFrame, col: str, per: int | None, layout: Layout, kind
 
 
 def node_hint_for(path: Path, layout: Layout) -> str | None:
-    """The node a file belongs to from its name: ``<node>.log``, or a ``%t`` task file."""
+    """The node a file belongs to from its name: ``<node>.log``, ``<job>-<node>.log``, or a
+    ``%t`` task file."""
     stem = path.stem
     if layout.nodes and stem in layout.nodes:
         return stem
+    if layout.nodes:
+        # ``--output=%j-%N.log``: the node's name is a delimited part of the file name
+        named = [
+            n
+            for n in layout.nodes
+            if re.search(rf"(?:^|[^A-Za-z0-9]){re.escape(n)}(?:$|[^A-Za-z0-9])", stem)
+        ]
+        if named:
+            return max(named, key=len)
     m = _TASK_STEM.search(stem)
     if m and layout.tasks_per_node and layout.nodes:
         task = int(m.group(1))

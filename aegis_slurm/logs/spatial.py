@@ -34,7 +34,9 @@ def isolation_forest(x: np.ndarray, seed: int = 0):
     Every tree sees every node (``max_samples`` = n, up to 8,192): with sklearn's default of 256,
     one culprit among 4,096 nodes is absent from most trees' samples and is never isolated.
     """
-    from sklearn.ensemble import IsolationForest
+    from aegis_slurm.logs.parse import need
+
+    IsolationForest = need("sklearn.ensemble").IsolationForest
 
     n = x.shape[0]
     forest = IsolationForest(

@@ -47,7 +47,9 @@ def dtw_outlier_iteration(iterations: np.ndarray, values: np.ndarray) -> int | N
     distance to the previous window is computed (dtaidistance); a window more than 3 (robust)
     sigma above the median distance is anomalous and its most deviating iteration is returned.
     """
-    from dtaidistance import dtw
+    from aegis_slurm.logs.parse import need
+
+    dtw = need("dtaidistance.dtw")
 
     if len(values) < 3 * WINDOW:
         return None

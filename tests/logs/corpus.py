@@ -102,7 +102,8 @@ def make_case(
     """Write one job's logs under ``out``; ``healthy`` writes a successful run (a baseline)."""
     rng = random.Random(seed)
     prefix = rng.choice(["gpu", "dgx", "hgx", "node", "a100-"])
-    nodes = [f"{prefix}{rng.randint(100, 899) + k:03d}" for k in range(n_nodes)]
+    first = rng.randint(100, 899)  # consecutive numbers: distinct names (a real node list)
+    nodes = [f"{prefix}{first + k:03d}" for k in range(n_nodes)]
     master = nodes[0]
     w = _Writer(nodes)
     bg = SNIPPETS["background"]

@@ -36,13 +36,14 @@ def run(
     with_baseline: bool = True,
     verbose: bool = False,
     kinds: tuple[str, ...] = KINDS,
+    n_nodes: int = 8,
 ):
     results = []
     for seed in range(seeds):
         for k, kind in enumerate(kinds):
             layout = "label" if (seed + k) % 3 == 2 else "dir"
             d = root / f"{kind}-{seed}"
-            case = make_case(d / "failed", kind, seed * 100 + k, layout=layout)
+            case = make_case(d / "failed", kind, seed * 100 + k, n_nodes=n_nodes, layout=layout)
             base = [healthy_baseline(d / "baseline", seed * 100 + k)] if with_baseline else []
             lay = (
                 Layout(nodes=tuple(case.nodes), tasks_per_node=1) if layout == "label" else Layout()
@@ -70,9 +71,10 @@ def run(
 if __name__ == "__main__":
     seeds = int(sys.argv[sys.argv.index("--seeds") + 1]) if "--seeds" in sys.argv else 3
     kinds = HELDOUT if "--heldout" in sys.argv else KINDS
+    n_nodes = int(sys.argv[sys.argv.index("--nodes") + 1]) if "--nodes" in sys.argv else 8
     with tempfile.TemporaryDirectory() as d:
         for wb in (True, False):
-            acc, rec, res = run(Path(d) / str(wb), seeds, wb, verbose=True, kinds=kinds)
+            acc, rec, res = run(Path(d) / str(wb), seeds, wb, True, kinds, n_nodes)
             print(
                 f"baseline={wb}: {len(res)} cases, top-1 node accuracy {acc:.1%}, "
                 f"top-5 line recall {rec:.1%}\n"

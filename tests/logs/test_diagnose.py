@@ -197,3 +197,70 @@ def test_output_pattern_expansion(tmp_path: Path) -> None:
     for n in ("gpu1", "gpu2"):
         (tmp_path / f"7-{n}.log").write_text("x\n")
     assert len(list(tmp_path.glob(Path(expand_output_pattern("7-%N.log", "7")).name))) == 2
+
+
+def test_one_or_two_nodes_and_binary_junk(tmp_path: Path) -> None:
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "n1.log").write_text("step 1\nRuntimeError: CUDA error: an illegal memory access\n")
+    v = diagnose_logs([one / "n1.log"])
+    assert v.nodes[0]["node"] == "n1" and v.lines[0]["line"] == 2
+    two = tmp_path / "two"
+    two.mkdir()
+    (two / "n1.log").write_text("step 1\n")
+    (two / "n2.log").write_text("step 1\nOSError: [Errno 28] No space left on device\n")
+    v = diagnose_logs([two])
+    assert [n["node"] for n in v.nodes] == ["n2"] and not v.all_nodes
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "n1.log").write_bytes(bytes(range(256)) * 50)  # separators, NULs, invalid UTF-8
+    (junk / "n2.log").write_bytes(b"\x1f\x1f\n" * 10)
+    r = CliRunner().invoke(main, ["logs", str(junk), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["lines_read"] > 0
+
+
+def test_rank_prefixed_single_file(tmp_path: Path) -> None:
+    """One file whose lines carry PyTorch's ``[rankN]:`` (8 ranks per node)."""
+    import re
+
+    case = make_case(tmp_path / "f", "oom", 5, layout="label")
+    src = (case.path / "slurm-4242.out").read_text().splitlines()
+    out = [
+        re.sub(r"^(\d+): (?:\[rank\d+\]:)?", lambda m: f"[rank{int(m.group(1)) * 8 + 3}]:", ln)
+        for ln in src
+    ]
+    (tmp_path / "all.log").write_text("\n".join(out) + "\n")
+    r = CliRunner().invoke(
+        main,
+        [
+            "logs",
+            str(tmp_path / "all.log"),
+            "--nodes",
+            ",".join(case.nodes),
+            "--ranks-per-node",
+            "8",
+            "--baseline",
+            str(healthy_baseline(tmp_path / "b", 5)),
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    v = json.loads(r.output)
+    assert v["nodes"][0]["node"] == case.culprit
+    assert "OutOfMemoryError" in v["lines"][0]["text"]
+    assert v["iteration"] == case.iteration
+
+
+def test_job_files_follow_per_node_patterns(tmp_path: Path) -> None:
+    from aegis_slurm.logs.job import JobInfo, job_files
+
+    for n in ("gpu1", "gpu2"):
+        (tmp_path / f"77-{n}.log").write_text("x\n")
+    (tmp_path / "78-gpu1.log").write_text("another job\n")
+    info = JobInfo(
+        job_id="77", stdout=str(tmp_path / "%j-%N.log"), stderr=str(tmp_path / "%j-%N.log")
+    )
+    assert [p.name for p in job_files(info)] == ["77-gpu1.log", "77-gpu2.log"]
+    info = JobInfo(job_id="77", stdout=str(tmp_path / "77-gpu1.log"))
+    assert job_files(info) == [tmp_path / "77-gpu1.log"]

@@ -99,3 +99,20 @@ def test_bad_paths_are_clear_errors(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(NoDataError):
         list(read_logs([tmp_path / "empty"]))
+
+
+def test_missing_extra_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from aegis_slurm.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "drain3", None)  # as if the extra were not installed
+    with pytest.raises(ConfigError, match=r"pip install 'aegis-slurm\[diagnosis\]'"):
+        parse.new_miner()
+
+
+def test_node_named_inside_the_file_name(tmp_path: Path) -> None:
+    for n in ("gpu-a1", "gpu-a2"):
+        _write(tmp_path / f"4242-{n}.log", "x\n")
+    files = list(read_logs([tmp_path], Layout(nodes=("gpu-a1", "gpu-a2"))))
+    assert [f.nodes for f in files] == [["gpu-a1"], ["gpu-a2"]]
