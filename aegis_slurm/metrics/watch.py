@@ -69,11 +69,25 @@ def running_jobs(timeout: float, now: float) -> list[JobWindow]:
 
 
 def load_state(path: str | Path) -> dict[str, Any]:
+    """The open incidents.  No file: none.  A file that cannot be read as the state: the
+    incidents are unknown, so the next pass re-learns them without acting (``relearn``) — a
+    lost state must never turn into a second alert or drain for the same incident."""
+    p = Path(path)
     try:
-        doc = json.loads(Path(path).read_text())
-        return doc if isinstance(doc, dict) and isinstance(doc.get("incidents"), dict) else {}
-    except (OSError, ValueError):
+        text = p.read_text()
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError):  # unreadable, or not text
+        return {"incidents": {}, "relearn": True}
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    ok = isinstance(doc, dict) and isinstance(doc.get("incidents"), dict)
+    ok = ok and all(
+        isinstance(v, dict) and isinstance(v.get("job"), str) for v in doc["incidents"].values()
+    )
+    return doc if ok else {"incidents": {}, "relearn": True}
 
 
 def save_state(path: str | Path, state: dict[str, Any]) -> None:
@@ -136,6 +150,13 @@ def run_pass(
     """One pass over ``jobs``; updates ``state`` (the incidents) in place."""
     rep = PassReport()
     incidents: dict[str, dict[str, Any]] = state.setdefault("incidents", {})
+    relearn = bool(state.pop("relearn", False))
+    if relearn:
+        export.log(
+            "warning",
+            f"{WHO} state file unreadable: open incidents re-learnt this pass, not acted on",
+            cfg.watch.syslog,
+        )
     pri = default_priority()
     specs = [spec_for(m) for m in pri]
     prom = cfg.prom(url)
@@ -178,6 +199,10 @@ def run_pass(
                 "score": round(f.score, 4),
             }
             evidence = f"{f.metric} off its peers since {inc['first_detected']} (job {job.job_id})"
+            if relearn:  # may be an incident already acted on before the state was lost
+                inc["action"] = "none (state file was unreadable: re-learnt, not acted on)"
+                incidents[key] = inc
+                continue
             export.log("alert", f"{WHO} {f.node}: {evidence}", cfg.watch.syslog)
             if f.node not in seen:
                 # not one sample in the window: an exporter down or a label mapping that does not

@@ -104,3 +104,29 @@ def test_a_node_without_any_sample_is_alerted_never_drained(
     actions = {i["node"]: i["action"] for i in rep.new}
     assert actions["ghost01"].startswith("alert (no samples")
     assert prom_job.truth.node in actions
+
+
+@pytest.mark.parametrize(
+    "content", [b"{not json", b"[]", b'{"incidents": {"77:x": 3}}', b"\xff\xfe", b""]
+)
+def test_a_corrupt_state_file_never_repeats_an_action(
+    prom_job: PromJob, tmp_path: Path, content: bytes
+) -> None:
+    from aegis_slurm.metrics.watch import load_state, save_state
+
+    cfg = config(tmp_path)
+    job = JobWindow("77", prom_job.nodes, prom_job.start, prom_job.end)
+    state = load_state(cfg.watch.state_file)
+    first = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert [i["node"] for i in first.new] == [prom_job.truth.node]
+    save_state(cfg.watch.state_file, state)
+    # the state file is damaged between two passes: the incident is re-learnt, not re-acted on
+    Path(cfg.watch.state_file).write_bytes(content)
+    state = load_state(cfg.watch.state_file)
+    again = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert again.new == [] and list(again.open) == [f"77:{prom_job.truth.node}"]
+    assert again.open[f"77:{prom_job.truth.node}"]["action"].startswith("none (state file")
+    save_state(cfg.watch.state_file, state)
+    # and the pass after that is back to normal: still one action in all
+    third = run_pass(cfg, prom_job.url, [job], prom_job.end, load_state(cfg.watch.state_file))
+    assert third.new == []
