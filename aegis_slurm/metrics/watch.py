@@ -168,6 +168,8 @@ def run_pass(
         start = max(job.start, now - cfg.watch.lookback)
         # warm-up counts from the job's start, not from the window's
         params = replace(cfg.detector, warmup=max(0.0, job.start + cfg.detector.warmup - start))
+        if start > job.start:  # the per-node baseline is the job's first minutes, not the window's:
+            params = replace(params, baseline=0.0)  # a window's would absorb an ongoing fault
         try:
             df = fetch_job(prom, job.nodes, start, now, specs)
             result, _ = analyse(
