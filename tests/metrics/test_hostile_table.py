@@ -176,3 +176,20 @@ def test_a_huge_spike_on_one_sample_is_not_a_fault(tmp_path: Path) -> None:
 )
 def test_unusable_files_are_one_line_errors(tmp_path: Path, make, code: int, words: str) -> None:
     assert words in error(tmp_path, make(healthy()), code)
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"file,node,onset\nx.parquet,n1,2026\xff\n", "not a UTF-8 CSV"),
+        (b"file,node\nx.parquet,n1\n", "lacks column(s) onset"),
+    ],
+)
+def test_fit_labels_that_cannot_be_read_are_one_line_errors(
+    tmp_path: Path, content: bytes, words: str
+) -> None:
+    p = tmp_path / "labels.csv"
+    p.write_bytes(content)
+    r = CliRunner().invoke(main, ["minder", "fit", str(p), "--out", str(tmp_path / "o.json")])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.startswith("aegis-slurm: error: ") and words in r.output
