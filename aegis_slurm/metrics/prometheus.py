@@ -54,6 +54,20 @@ class PromConfig:
         )
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect of the POST as a GET without the query (Prometheus then
+    answers "empty query"): name the redirect instead, so the admin configures the final URL."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise ServiceError(
+            f"Prometheus at {req.full_url.split('/api/')[0]} redirects (HTTP {code}) to "
+            f"{newurl.split('?')[0]}; configure that URL"
+        )
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _get(cfg: PromConfig, path: str, params: dict[str, str]) -> dict:
     """POST a form to the API; retry transient failures; return the ``data`` object."""
     url = cfg.url.rstrip("/") + path
@@ -66,7 +80,7 @@ def _get(cfg: PromConfig, path: str, params: dict[str, str]) -> dict:
         req = urllib.request.Request(url, data=body, method="POST")  # noqa: S310 (http(s) only)
         req.add_header("Content-Type", "application/x-www-form-urlencoded")
         try:
-            with urllib.request.urlopen(req, timeout=cfg.timeout) as resp:  # noqa: S310
+            with _OPENER.open(req, timeout=cfg.timeout) as resp:
                 doc = json.loads(_read_capped(resp, cfg))
         except urllib.error.HTTPError as e:
             detail = _api_error(e)
