@@ -46,6 +46,10 @@ def clean(df: pl.DataFrame) -> tuple[pl.DataFrame, Counter[str]]:
             f"metrics table lacks column(s) {', '.join(missing)}; "
             f"expected {', '.join(COLUMNS)} (time UTC, node, metric, value)"
         )
+    for col in ("node", "metric", "value"):
+        d = df.schema[col]
+        if d.is_nested() or d == pl.Object:
+            raise InputError(f"metrics table: column {col} is {d}, expected one scalar per row")
     dtype = df.schema["time"]
     if not isinstance(dtype, pl.Datetime):
         raise InputError(f"metrics table: column time is {dtype}, expected a UTC datetime")

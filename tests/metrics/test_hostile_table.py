@@ -193,3 +193,20 @@ def test_fit_labels_that_cannot_be_read_are_one_line_errors(
     r = CliRunner().invoke(main, ["minder", "fit", str(p), "--out", str(tmp_path / "o.json")])
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert r.output.startswith("aegis-slurm: error: ") and words in r.output
+
+
+@pytest.mark.parametrize(
+    ("make", "code", "words"),
+    [
+        (lambda d: d.with_columns(pl.concat_list("node")), 1, "column node is List"),
+        (lambda d: d.with_columns(pl.concat_list("value")), 1, "column value is List"),
+        (lambda d: d.with_columns(pl.struct("node", "metric").alias("metric")), 1, "Struct"),
+        # metric names the detector does not know (a recording rule's): not a clean bill
+        (lambda d: d.with_columns(pl.lit("job:gpu_power:avg").alias("metric")), 4, "nothing to"),
+    ],
+    ids=["list-node", "list-value", "struct-metric", "unknown-metrics"],
+)
+def test_tables_that_cannot_be_judged_are_not_a_clean_bill(
+    tmp_path: Path, make, code: int, words: str
+) -> None:
+    assert words in error(tmp_path, make(healthy()), code)
