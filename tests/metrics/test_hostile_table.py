@@ -210,3 +210,12 @@ def test_tables_that_cannot_be_judged_are_not_a_clean_bill(
     tmp_path: Path, make, code: int, words: str
 ) -> None:
     assert words in error(tmp_path, make(healthy()), code)
+
+
+def test_a_job_shorter_than_the_warm_up_is_not_called_healthy(tmp_path: Path) -> None:
+    p = tmp_path / "short.parquet"
+    healthy(steps=12).write_parquet(p)  # 3 minutes
+    r = CliRunner().invoke(main, ["minder", str(p)])
+    assert r.exit_code == 0 and "no window could be judged" in r.output
+    assert "no faulty node found" not in r.output
+    assert verdict(tmp_path, healthy(steps=12))["windows"] == 0
