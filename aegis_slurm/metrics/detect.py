@@ -139,17 +139,20 @@ def peer_deviation(
 
 
 def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
-    """Per metric, the nodes with no sample of it while they have samples of another metric.
+    """Per metric, the nodes with no sample of it while the *same exporter* gave them others.
 
-    A node absent from *every* metric stays judged (an unreachable machine is evidence); a node
-    that merely lacks one exporter's field (another GPU model, an older dcgm-exporter profile)
-    must not look like one that stopped reporting.
+    A node that merely lacks one exporter field (another GPU model, another dcgm-exporter
+    profile) must not look like one that stopped reporting.  A node absent from every metric of
+    an exporter (or of all) stays judged: an unreachable machine, or a dcgm-exporter gone with
+    its GPU, is evidence (``watch`` alerts on absence-only evidence but never drains on it).
     """
     has = {m: ~np.isnan(X).all(axis=1) for m, X in aligned.data.items()}
-    if not has:
-        return {}
-    anywhere = np.logical_or.reduce(list(has.values()))
-    return {m: anywhere & ~h for m, h in has.items()}
+    out = {}
+    for m, h in has.items():
+        src = spec_for(m).source
+        same = [has[o] for o in has if spec_for(o).source == src]
+        out[m] = np.logical_or.reduce(same) & ~h
+    return out
 
 
 def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:

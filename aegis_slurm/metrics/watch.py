@@ -189,6 +189,7 @@ def run_pass(
             continue
         rep.jobs_checked += 1
         seen = set(df["node"].unique().to_list())
+        seen_metric = set(df.select("node", "metric").unique().iter_rows())
         for f in result.faulty:
             key = f"{job.job_id}:{f.node}"
             if key in incidents:
@@ -210,6 +211,10 @@ def run_pass(
                 # not one sample in the window: an exporter down or a label mapping that does not
                 # fit this node, as likely as a dead machine; alert, never drain on it
                 inc["action"] = "alert (no samples in the window: exporter or label mapping?)"
+            elif (f.node, f.metric) not in seen_metric:
+                # judged on the absence of one exporter's series only: an exporter crash looks
+                # the same as a dead GPU; alert, never drain on it
+                inc["action"] = "alert (no samples of this metric: exporter down?)"
             elif cfg.watch.drain:
                 try:
                     # naive local time, like Slurm's reason timestamps the guard compares it to

@@ -219,3 +219,17 @@ def test_a_job_shorter_than_the_warm_up_is_not_called_healthy(tmp_path: Path) ->
     assert r.exit_code == 0 and "no window could be judged" in r.output
     assert "no faulty node found" not in r.output
     assert verdict(tmp_path, healthy(steps=12))["windows"] == 0
+
+
+def test_a_node_without_a_whole_exporter_is_still_evidence(tmp_path: Path) -> None:
+    # n05 has node_exporter's load but none of dcgm-exporter's series: flagged (the alert; watch
+    # never drains on absence-only evidence), unlike a node lacking one field of an exporter
+    load = (
+        healthy()
+        .filter(pl.col("metric") == POWER)
+        .with_columns(pl.lit("node_load1").alias("metric"), pl.lit(12.0).alias("value"))
+    )
+    df = pl.concat([healthy(), load]).filter(
+        ~((pl.col("node") == "n05") & pl.col("metric").str.starts_with("DCGM_"))
+    )
+    assert [f["node"] for f in verdict(tmp_path, df)["faulty"]] == ["n05"]

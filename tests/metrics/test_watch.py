@@ -130,3 +130,27 @@ def test_a_corrupt_state_file_never_repeats_an_action(
     # and the pass after that is back to normal: still one action in all
     third = run_pass(cfg, prom_job.url, [job], prom_job.end, load_state(cfg.watch.state_file))
     assert third.new == []
+
+
+def test_absence_of_one_exporter_is_alerted_never_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the table Prometheus would answer (its own path is tested against a real Prometheus):
+    # gpu0005's dcgm-exporter is gone for the whole window, its node_exporter still answers
+    import polars as pl
+
+    from aegis_slurm.metrics import watch
+    from aegis_slurm.simulate.metrics import simulate_job
+
+    df, _ = simulate_job(8, 30, None, seed=44)
+    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.starts_with("DCGM_")))
+    monkeypatch.setattr(watch, "fetch_job", lambda *a, **k: df)
+    drained: list[str] = []
+    monkeypatch.setattr(watch, "_drain", lambda cfg, node, *a: drained.append(node) or "drains")
+    nodes = sorted(df["node"].unique().to_list())
+    t = df["time"].dt.epoch("s")
+    job = JobWindow("90", nodes, float(t.min()), float(t.max()))
+    rep = run_pass(config(tmp_path, drain=True), "http://127.0.0.1:9", [job], job.end, {})
+    actions = {i["node"]: i["action"] for i in rep.new}
+    assert actions.get("gpu0005", "").startswith("alert (no samples of this metric")
+    assert drained == []
