@@ -164,7 +164,9 @@ def detect_cmd(
         f"{len(aligned.nodes)} nodes, {len(aligned.data)} metrics, {doc['windows']} windows"
         + (f"; {dropped} samples dropped ({dict(aligned.dropped)})" if dropped else "")
     )
-    if not doc["faulty"]:
+    if not doc["windows"]:
+        click.echo("no window could be judged (the job is shorter than the warm-up and a window)")
+    elif not doc["faulty"]:
         click.echo("no faulty node found")
     for f in doc["faulty"]:
         click.echo(f"FAULTY {f['node']}  since {f['first_detected']}  {f['metric']}  {f['score']}")

@@ -54,6 +54,13 @@ def analyse(
             "with its peers, there is nothing to compare"
         )
     pri = priority or default_priority()
+    if not any(m in aligned.data for m in pri):  # judged on nothing is not "nothing found"
+        have = sorted(aligned.data)
+        raise NoDataError(
+            f"none of the table's {len(have)} metric(s) ({', '.join(have[:3])}"
+            f"{', ...' if len(have) > 3 else ''}) is in the metric priority (e.g. {pri[0]}): "
+            "nothing to judge"
+        )
     if detector == "lambda2delta":
         return lambda_2delta(aligned, pri, p=params), aligned
     if detector != "minder":

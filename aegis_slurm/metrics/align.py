@@ -46,6 +46,10 @@ def clean(df: pl.DataFrame) -> tuple[pl.DataFrame, Counter[str]]:
             f"metrics table lacks column(s) {', '.join(missing)}; "
             f"expected {', '.join(COLUMNS)} (time UTC, node, metric, value)"
         )
+    for col in ("node", "metric", "value"):
+        d = df.schema[col]
+        if d.is_nested() or d == pl.Object:
+            raise InputError(f"metrics table: column {col} is {d}, expected one scalar per row")
     dtype = df.schema["time"]
     if not isinstance(dtype, pl.Datetime):
         raise InputError(f"metrics table: column time is {dtype}, expected a UTC datetime")
@@ -70,11 +74,6 @@ def clean(df: pl.DataFrame) -> tuple[pl.DataFrame, Counter[str]]:
         if n:
             dropped[reason] += n
             out = out.filter(~bad)
-    key = pl.struct("t", "node", "metric")
-    n = out.height - out.select(key.n_unique()).item()
-    if n:  # the same sample twice (a re-ingested scrape): keep the first, count the rest
-        dropped["duplicate (time, node, metric)"] += n
-        out = out.filter(key.is_first_distinct())
     dcgm = [m for m in out["metric"].unique().to_list() if spec_for(m).source == "dcgm"]
     blank = pl.col("metric").is_in(dcgm) & (pl.col("value").abs() >= DCGM_BLANK)
     n = out.select(blank.sum()).item()
@@ -138,42 +137,53 @@ def align(
     index = {n: i for i, n in enumerate(names)}
     data: dict[str, np.ndarray] = {}
     for part in cleaned.partition_by("metric", maintain_order=True):
-        data[str(part["metric"][0])] = _nearest(part, index, grid, tol)
+        data[str(part["metric"][0])], dup = _nearest(part, index, grid, tol)
+        if dup:  # the same sample twice (a re-ingested scrape): one is used, the rest counted
+            dropped["duplicate (time, node, metric)"] += dup
     unknown = cleaned.filter(~pl.col("node").is_in(names)).height
     if unknown:
         dropped["node not in the job"] += unknown
     return Aligned(grid, names, data, float(step), dropped)
 
 
-def _nearest(part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: float) -> np.ndarray:
-    """Nearest sample (within ``tol``) of each node at each grid point, in one searchsorted."""
+def _nearest(
+    part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: float
+) -> tuple[np.ndarray, int]:
+    """Nearest sample (within ``tol``) of each node at each grid point, in one searchsorted.
+
+    Also returns how many samples repeat an earlier one's (node, time): duplicates, one used.
+    """
     n, T = len(index), grid.size
     out = np.full((n, T), np.nan)
     code = part["node"].replace_strict(index, default=-1, return_dtype=pl.Int64).to_numpy()
     keep = code >= 0
     code, t, v = code[keep], part["t"].to_numpy()[keep], part["value"].to_numpy()[keep]
     if t.size == 0:
-        return out
+        return out, 0
     # a node scraped at a slower cadence than the grid is not "missing" between its own scrapes:
     # each node's tolerance is at least 1.5 of its own median interval for this metric
     tols = np.full(n, tol)
-    cadence = (
-        pl.DataFrame({"c": code, "t": t})
-        .sort("c", "t")
-        .group_by("c")
-        .agg(pl.col("t").diff().filter(pl.col("t").diff() > 0).median().alias("d"))
-        .drop_nulls()
-    )
-    if cadence.height:
-        c_idx = cadence["c"].to_numpy()
-        tols[c_idx] = np.maximum(tol, 1.5 * cadence["d"].to_numpy())
+    o = np.lexsort((t, code))
+    cs, ts = code[o], t[o]
+    gap = np.diff(ts)
+    ok = (cs[1:] == cs[:-1]) & (gap > 0)
+    if ok.any():  # per-node median gap: sort gaps by (node, gap), take each node's middle one
+        gc, gv = cs[1:][ok], gap[ok]
+        o2 = np.lexsort((gv, gc))
+        gc, gv = gc[o2], gv[o2]
+        count = np.bincount(gc, minlength=n)
+        first = np.concatenate([[0], np.cumsum(count)[:-1]])
+        has = count > 0
+        med = gv[first[has] + count[has] // 2]
+        tols[has] = np.maximum(tol, 1.5 * med)
+    dup = int(np.sum((cs[1:] == cs[:-1]) & (gap == 0)))
     # one sorted key per sample: node code * span + time offset; span leaves room for tol.
     # Samples beyond the window's reach would leak into a neighbour's key range: drop them.
     reach = float(tols.max())
     inside = (t >= grid[0] - reach) & (t <= grid[-1] + reach)
     code, t, v = code[inside], t[inside], v[inside]
     if t.size == 0:
-        return out
+        return out, dup
     t0 = grid[0] - reach - 1
     span = grid[-1] + reach + 1 - t0 + 1
     keys = code * span + (t - t0)
@@ -189,4 +199,4 @@ def _nearest(part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: f
     pick = np.where(dr < dl, right, left)
     best = np.minimum(dl, dr)
     flat = np.where(best <= np.repeat(tols, T), vals[pick], np.nan)
-    return flat.reshape(n, T)
+    return flat.reshape(n, T), dup

@@ -33,6 +33,9 @@ class Params:
     warmup: float = 300.0  # seconds after the first sample in which nothing is flagged
     quorum: float = 0.5  # share of nodes that must report for a time step to be judged
     physical_range: bool = True  # Min-Max floor at the catalog's range (False: the data's only)
+    # seconds after the warm-up whose median offset of each node from its peers is taken as that
+    # node's normal (a constant hardware offset); 0: off.  See docs/minder.md for the trade-off.
+    baseline: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -136,17 +139,37 @@ def peer_deviation(
 
 
 def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
-    """Per metric, the nodes with no sample of it while they have samples of another metric.
+    """Per metric, the nodes with no sample of it while the *same exporter* gave them others.
 
-    A node absent from *every* metric stays judged (an unreachable machine is evidence); a node
-    that merely lacks one exporter's field (another GPU model, an older dcgm-exporter profile)
-    must not look like one that stopped reporting.
+    A node that merely lacks one exporter field (another GPU model, another dcgm-exporter
+    profile) must not look like one that stopped reporting.  A node absent from every metric of
+    an exporter (or of all) stays judged: an unreachable machine, or a dcgm-exporter gone with
+    its GPU, is evidence (``watch`` alerts on absence-only evidence but never drains on it).
     """
     has = {m: ~np.isnan(X).all(axis=1) for m, X in aligned.data.items()}
-    if not has:
-        return {}
-    anywhere = np.logical_or.reduce(list(has.values()))
-    return {m: anywhere & ~h for m, h in has.items()}
+    out = {}
+    for m, h in has.items():
+        src = spec_for(m).source
+        same = [has[o] for o in has if spec_for(o).source == src]
+        out[m] = np.logical_or.reduce(same) & ~h
+    return out
+
+
+def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:
+    """Subtract each node's median offset from its peers' median over ``[start, start + span)``.
+
+    A node that runs 10 °C hotter from the job's first minute is different, not faulty; a fault
+    is a *change* of a node relative to its peers.  The price: a fault already present during the
+    reference span is taken for the node's normal (the Prolog's health checks are for those).
+    """
+    ref = (times >= start) & (times < start + span)
+    if not ref.any():
+        return N
+    D = N[:, ref] - peer_median(N)[None, ref]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        off = np.nanmedian(D, axis=1)
+    return N - np.nan_to_num(off)[:, None]
 
 
 def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
@@ -207,6 +230,8 @@ def detect_metric(
 ) -> tuple[list[Finding], int]:
     """Minder on one metric: the nodes that stay far from their peers for ``p.continuity``."""
     N = prepare(aligned, metric, p)
+    if p.baseline > 0:
+        N = remove_offsets(N, aligned.times, aligned.times[0] + p.warmup, p.baseline)
     dev, judged = peer_deviation(N, p.quorum, ignore)
     step = aligned.step
     w = max(round(p.window / step), 1)

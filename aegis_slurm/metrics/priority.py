@@ -112,10 +112,17 @@ def read_labels(path: str | Path) -> list[tuple[Path, str | None, float | None]]
     base = Path(path).parent
     out = []
     try:
-        with open(path, newline="") as fh:
-            rows = list(csv.DictReader(fh))
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            header = reader.fieldnames or []
     except OSError as e:
         raise InputError(f"cannot read labels {path}: {e.strerror or e}") from e
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise InputError(f"labels {path} is not a UTF-8 CSV ({type(e).__name__})") from e
+    missing = [c for c in ("file", "node", "onset") if c not in header]
+    if rows and missing:
+        raise InputError(f"labels {path} lacks column(s) {', '.join(missing)} (file,node,onset)")
     for n, row in enumerate(rows, start=2):
         if not row.get("file"):
             raise InputError(f"{path}:{n}: 'file' is empty (columns: file,node,onset)")

@@ -54,6 +54,20 @@ class PromConfig:
         )
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """urllib would follow a redirect of the POST as a GET without the query (Prometheus then
+    answers "empty query"): name the redirect instead, so the admin configures the final URL."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        raise ServiceError(
+            f"Prometheus at {req.full_url.split('/api/')[0]} redirects (HTTP {code}) to "
+            f"{newurl.split('?')[0]}; configure that URL"
+        )
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def _get(cfg: PromConfig, path: str, params: dict[str, str]) -> dict:
     """POST a form to the API; retry transient failures; return the ``data`` object."""
     url = cfg.url.rstrip("/") + path
@@ -66,8 +80,8 @@ def _get(cfg: PromConfig, path: str, params: dict[str, str]) -> dict:
         req = urllib.request.Request(url, data=body, method="POST")  # noqa: S310 (http(s) only)
         req.add_header("Content-Type", "application/x-www-form-urlencoded")
         try:
-            with urllib.request.urlopen(req, timeout=cfg.timeout) as resp:  # noqa: S310
-                doc = json.load(resp)
+            with _OPENER.open(req, timeout=cfg.timeout) as resp:
+                doc = json.loads(_read_capped(resp, cfg))
         except urllib.error.HTTPError as e:
             detail = _api_error(e)
             if e.code < 500:  # a bad query does not get better by asking again
@@ -82,17 +96,49 @@ def _get(cfg: PromConfig, path: str, params: dict[str, str]) -> dict:
                 else f"{reason}"
             )
             continue
-        except json.JSONDecodeError as e:
-            last = f"answer is not JSON ({e.msg})"
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            last = f"answer is not JSON ({getattr(e, 'msg', None) or type(e).__name__})"
             continue
         if not isinstance(doc, dict) or doc.get("status") != "success":
             err = doc.get("error", doc) if isinstance(doc, dict) else doc
-            raise ServiceError(f"Prometheus at {cfg.url} answered an error: {err}")
-        return doc.get("data", {})
+            raise ServiceError(f"Prometheus at {cfg.url} answered an error: {str(err)[:200]}")
+        if doc.get("warnings"):  # a partial answer (a shard or remote store missing): the
+            # absent nodes would look unreachable, so there is no verdict on it
+            raise ServiceError(
+                f"Prometheus at {cfg.url} answered partially ({str(doc['warnings'])[:200]}); "
+                "no verdict (not a pass)"
+            )
+        data = doc.get("data")
+        if not isinstance(data, dict):
+            raise ServiceError(f"Prometheus at {cfg.url} answered without a data object")
+        return data
     raise ServiceError(
         f"Prometheus at {cfg.url} is unavailable after {cfg.retries + 1} attempt(s): {last}; "
         "no verdict (not a pass)"
     )
+
+
+#: Largest answer read (bytes): a 1,024-node job's 10 minutes of one metric is ~2 MB; far more
+#: is a wrong query or a wrong server, and must not exhaust the admin host's memory.
+MAX_ANSWER = 256 * 1024 * 1024
+
+
+def _read_capped(resp, cfg: PromConfig) -> bytes:
+    """The body, read in chunks under a total deadline (``timeout`` x 3) and :data:`MAX_ANSWER`.
+
+    ``urlopen``'s timeout bounds each socket read only: a server dripping a byte every few
+    seconds would otherwise hold a watch pass forever.
+    """
+    deadline = time.monotonic() + 3 * cfg.timeout
+    chunks, size = [], 0
+    while chunk := resp.read1(1 << 20):  # read1: one socket read, so the deadline is seen
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_ANSWER:
+            raise OSError(f"answer larger than {MAX_ANSWER >> 20} MiB")
+        if time.monotonic() > deadline:
+            raise TimeoutError("timed out")
+    return b"".join(chunks)
 
 
 def _api_error(e: urllib.error.HTTPError) -> str:
@@ -136,14 +182,21 @@ def fetch_job(
                 "step": f"{step:g}s",
             },
         )
+        if data.get("resultType", "matrix") != "matrix" or not isinstance(
+            data.get("result", []), list
+        ):
+            raise ServiceError(
+                f"Prometheus at {cfg.url} answered a {data.get('resultType')!r} to a range "
+                "query (expected a matrix)"
+            )
         for series in data.get("result", []):
+            if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
+                raise ServiceError(f"Prometheus at {cfg.url}: a series is not an object")
             node = back.get(series.get("metric", {}).get(label, ""))
             vals = series.get("values") or []
             if node is None or not vals:
                 continue
-            arr = np.asarray(vals, dtype=object)
-            t = arr[:, 0].astype(float)
-            v = np.array([_num(x) for x in arr[:, 1]])
+            t, v = _pairs(vals, cfg.url)
             frames.append(
                 pl.DataFrame(
                     {"t": t, "node": node, "metric": spec.name, "value": v},
@@ -163,6 +216,16 @@ def fetch_job(
         "metric",
         "value",
     )
+
+
+def _pairs(vals: object, url: str) -> tuple[np.ndarray, np.ndarray]:
+    """``[[time, "value"], ...]`` as two float arrays; anything else is the server's error."""
+    if not isinstance(vals, list) or not all(isinstance(p, list) and len(p) == 2 for p in vals):
+        raise ServiceError(f"Prometheus at {url}: series values are not [time, value] pairs")
+    t = np.array([_num(p[0]) for p in vals])
+    v = np.array([_num(p[1]) for p in vals])
+    bad = ~np.isfinite(t)  # a sample without a time cannot be placed: drop it (NaN values stay,
+    return t[~bad], v[~bad]  # the aligner counts them)
 
 
 def _num(x: object) -> float:

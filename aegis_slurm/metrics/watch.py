@@ -69,11 +69,25 @@ def running_jobs(timeout: float, now: float) -> list[JobWindow]:
 
 
 def load_state(path: str | Path) -> dict[str, Any]:
+    """The open incidents.  No file: none.  A file that cannot be read as the state: the
+    incidents are unknown, so the next pass re-learns them without acting (``relearn``) — a
+    lost state must never turn into a second alert or drain for the same incident."""
+    p = Path(path)
     try:
-        doc = json.loads(Path(path).read_text())
-        return doc if isinstance(doc, dict) and isinstance(doc.get("incidents"), dict) else {}
-    except (OSError, ValueError):
+        text = p.read_text()
+    except FileNotFoundError:
         return {}
+    except (OSError, ValueError):  # unreadable, or not text
+        return {"incidents": {}, "relearn": True}
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    ok = isinstance(doc, dict) and isinstance(doc.get("incidents"), dict)
+    ok = ok and all(
+        isinstance(v, dict) and isinstance(v.get("job"), str) for v in doc["incidents"].values()
+    )
+    return doc if ok else {"incidents": {}, "relearn": True}
 
 
 def save_state(path: str | Path, state: dict[str, Any]) -> None:
@@ -138,6 +152,13 @@ def run_pass(
     """One pass over ``jobs``; updates ``state`` (the incidents) in place."""
     rep = PassReport()
     incidents: dict[str, dict[str, Any]] = state.setdefault("incidents", {})
+    relearn = bool(state.pop("relearn", False))
+    if relearn:
+        export.log(
+            "warning",
+            f"{WHO} state file unreadable: open incidents re-learnt this pass, not acted on",
+            cfg.watch.syslog,
+        )
     pri = default_priority()
     specs = [spec_for(m) for m in pri]
     prom = cfg.prom(url)
@@ -149,6 +170,8 @@ def run_pass(
         start = max(job.start, now - cfg.watch.lookback)
         # warm-up counts from the job's start, not from the window's
         params = replace(cfg.detector, warmup=max(0.0, job.start + cfg.detector.warmup - start))
+        if start > job.start:  # the per-node baseline is the job's first minutes, not the window's:
+            params = replace(params, baseline=0.0)  # a window's would absorb an ongoing fault
         try:
             df = fetch_job(prom, job.nodes, start, now, specs)
             result, _ = analyse(
@@ -168,6 +191,7 @@ def run_pass(
             continue
         rep.jobs_checked += 1
         seen = set(df["node"].unique().to_list())
+        seen_metric = set(df.select("node", "metric").unique().iter_rows())
         for f in result.faulty:
             key = f"{job.job_id}:{f.node}"
             if key in incidents:
@@ -180,11 +204,19 @@ def run_pass(
                 "score": round(f.score, 4),
             }
             evidence = f"{f.metric} off its peers since {inc['first_detected']} (job {job.job_id})"
+            if relearn:  # may be an incident already acted on before the state was lost
+                inc["action"] = "none (state file was unreadable: re-learnt, not acted on)"
+                incidents[key] = inc
+                continue
             export.log("alert", f"{WHO} {f.node}: {evidence}", cfg.watch.syslog)
             if f.node not in seen:
                 # not one sample in the window: an exporter down or a label mapping that does not
                 # fit this node, as likely as a dead machine; alert, never drain on it
                 inc["action"] = "alert (no samples in the window: exporter or label mapping?)"
+            elif (f.node, f.metric) not in seen_metric:
+                # judged on the absence of one exporter's series only: an exporter crash looks
+                # the same as a dead GPU; alert, never drain on it
+                inc["action"] = "alert (no samples of this metric: exporter down?)"
             elif cfg.watch.drain:
                 try:
                     # naive local time, like Slurm's reason timestamps the guard compares it to

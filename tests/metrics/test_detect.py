@@ -134,3 +134,19 @@ def test_constant_offset_fools_the_naive_baselines_but_not_minder() -> None:
     # the per-step z-score and λ+2δ see a warmer node and flag it (why the issue asks for more)
     assert zscore_baseline(al, METRICS).faulty
     assert lambda_2delta(al, METRICS).faulty
+
+
+def test_baseline_removes_a_constant_offset_but_not_a_later_change() -> None:
+    from aegis_slurm.metrics.align import Aligned
+    from aegis_slurm.metrics.detect import Params, detect
+
+    rng = np.random.default_rng(3)
+    times = 1e9 + 15.0 * np.arange(240)  # 60 min
+    temp = 70 + rng.normal(0, 0.5, (10, times.size))
+    temp[2] += 14  # hotter all job long: cooling position
+    temp[7, 120:] += 14  # hotter from minute 30: a fan failing
+    a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_DEV_GPU_TEMP": temp}, 15.0)
+    pri = ["DCGM_FI_DEV_GPU_TEMP"]
+    assert {f.node for f in detect(a, pri, Params()).faulty} == {"n2", "n7"}
+    (f,) = detect(a, pri, Params(baseline=300.0)).faulty
+    assert f.node == "n7" and f.first_detected >= times[120]

@@ -176,3 +176,60 @@ def test_a_huge_spike_on_one_sample_is_not_a_fault(tmp_path: Path) -> None:
 )
 def test_unusable_files_are_one_line_errors(tmp_path: Path, make, code: int, words: str) -> None:
     assert words in error(tmp_path, make(healthy()), code)
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"file,node,onset\nx.parquet,n1,2026\xff\n", "not a UTF-8 CSV"),
+        (b"file,node\nx.parquet,n1\n", "lacks column(s) onset"),
+    ],
+)
+def test_fit_labels_that_cannot_be_read_are_one_line_errors(
+    tmp_path: Path, content: bytes, words: str
+) -> None:
+    p = tmp_path / "labels.csv"
+    p.write_bytes(content)
+    r = CliRunner().invoke(main, ["minder", "fit", str(p), "--out", str(tmp_path / "o.json")])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.output.startswith("aegis-slurm: error: ") and words in r.output
+
+
+@pytest.mark.parametrize(
+    ("make", "code", "words"),
+    [
+        (lambda d: d.with_columns(pl.concat_list("node")), 1, "column node is List"),
+        (lambda d: d.with_columns(pl.concat_list("value")), 1, "column value is List"),
+        (lambda d: d.with_columns(pl.struct("node", "metric").alias("metric")), 1, "Struct"),
+        # metric names the detector does not know (a recording rule's): not a clean bill
+        (lambda d: d.with_columns(pl.lit("job:gpu_power:avg").alias("metric")), 4, "nothing to"),
+    ],
+    ids=["list-node", "list-value", "struct-metric", "unknown-metrics"],
+)
+def test_tables_that_cannot_be_judged_are_not_a_clean_bill(
+    tmp_path: Path, make, code: int, words: str
+) -> None:
+    assert words in error(tmp_path, make(healthy()), code)
+
+
+def test_a_job_shorter_than_the_warm_up_is_not_called_healthy(tmp_path: Path) -> None:
+    p = tmp_path / "short.parquet"
+    healthy(steps=12).write_parquet(p)  # 3 minutes
+    r = CliRunner().invoke(main, ["minder", str(p)])
+    assert r.exit_code == 0 and "no window could be judged" in r.output
+    assert "no faulty node found" not in r.output
+    assert verdict(tmp_path, healthy(steps=12))["windows"] == 0
+
+
+def test_a_node_without_a_whole_exporter_is_still_evidence(tmp_path: Path) -> None:
+    # n05 has node_exporter's load but none of dcgm-exporter's series: flagged (the alert; watch
+    # never drains on absence-only evidence), unlike a node lacking one field of an exporter
+    load = (
+        healthy()
+        .filter(pl.col("metric") == POWER)
+        .with_columns(pl.lit("node_load1").alias("metric"), pl.lit(12.0).alias("value"))
+    )
+    df = pl.concat([healthy(), load]).filter(
+        ~((pl.col("node") == "n05") & pl.col("metric").str.starts_with("DCGM_"))
+    )
+    assert [f["node"] for f in verdict(tmp_path, df)["faulty"]] == ["n05"]

@@ -104,3 +104,53 @@ def test_a_node_without_any_sample_is_alerted_never_drained(
     actions = {i["node"]: i["action"] for i in rep.new}
     assert actions["ghost01"].startswith("alert (no samples")
     assert prom_job.truth.node in actions
+
+
+@pytest.mark.parametrize(
+    "content", [b"{not json", b"[]", b'{"incidents": {"77:x": 3}}', b"\xff\xfe", b""]
+)
+def test_a_corrupt_state_file_never_repeats_an_action(
+    prom_job: PromJob, tmp_path: Path, content: bytes
+) -> None:
+    from aegis_slurm.metrics.watch import load_state, save_state
+
+    cfg = config(tmp_path)
+    job = JobWindow("77", prom_job.nodes, prom_job.start, prom_job.end)
+    state = load_state(cfg.watch.state_file)
+    first = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert [i["node"] for i in first.new] == [prom_job.truth.node]
+    save_state(cfg.watch.state_file, state)
+    # the state file is damaged between two passes: the incident is re-learnt, not re-acted on
+    Path(cfg.watch.state_file).write_bytes(content)
+    state = load_state(cfg.watch.state_file)
+    again = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert again.new == [] and list(again.open) == [f"77:{prom_job.truth.node}"]
+    assert again.open[f"77:{prom_job.truth.node}"]["action"].startswith("none (state file")
+    save_state(cfg.watch.state_file, state)
+    # and the pass after that is back to normal: still one action in all
+    third = run_pass(cfg, prom_job.url, [job], prom_job.end, load_state(cfg.watch.state_file))
+    assert third.new == []
+
+
+def test_absence_of_one_exporter_is_alerted_never_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the table Prometheus would answer (its own path is tested against a real Prometheus):
+    # gpu0005's dcgm-exporter is gone for the whole window, its node_exporter still answers
+    import polars as pl
+
+    from aegis_slurm.metrics import watch
+    from aegis_slurm.simulate.metrics import simulate_job
+
+    df, _ = simulate_job(8, 30, None, seed=44)
+    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.starts_with("DCGM_")))
+    monkeypatch.setattr(watch, "fetch_job", lambda *a, **k: df)
+    drained: list[str] = []
+    monkeypatch.setattr(watch, "_drain", lambda cfg, node, *a: drained.append(node) or "drains")
+    nodes = sorted(df["node"].unique().to_list())
+    t = df["time"].dt.epoch("s")
+    job = JobWindow("90", nodes, float(t.min()), float(t.max()))
+    rep = run_pass(config(tmp_path, drain=True), "http://127.0.0.1:9", [job], job.end, {})
+    actions = {i["node"]: i["action"] for i in rep.new}
+    assert actions.get("gpu0005", "").startswith("alert (no samples of this metric")
+    assert drained == []
