@@ -35,7 +35,7 @@ COMMANDS: dict[str, str] = {
     "measured-ettr": "aegis_slurm.cli.analytics_cmd:measured_ettr_cmd",
     "cbd": "aegis_slurm.cli.cbd_cmd:cbd",
     "signals": "aegis_slurm.cli.signals_cmd:signals",
-    "diagnose": "aegis_slurm.cli.signals_cmd:diagnose",
+    "diagnose": "aegis_slurm.cli.diagnose_cmd:diagnose",
     "report": "aegis_slurm.cli.report_cmd:report",
     "store": "aegis_slurm.cli.store_cmd:store",
     "check": "aegis_slurm.cli.check_cmd:check",

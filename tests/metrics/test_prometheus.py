@@ -166,7 +166,8 @@ def test_a_dcgm_blank_served_by_prometheus_is_dropped_with_its_reason(prom_job: 
     assert np.nanmax(al.data["DCGM_FI_DEV_GPU_TEMP"]) < 100
 
 
-def test_cli_reads_the_job_window_from_the_analytics_store(prom_job: PromJob, tmp_path) -> None:
+def store_with_job(prom_job: PromJob, tmp_path, job: str = "4243"):
+    """An analytics store holding ``job``: the prom_job's nodes and window, as sacct prints it."""
     from datetime import UTC, datetime
 
     from aegis_slurm.accounting import ingest_files
@@ -178,23 +179,34 @@ def test_cli_reads_the_job_window_from_the_analytics_store(prom_job: PromJob, tm
     export = tmp_path / "sacct.txt"
     export.write_text(
         "JobIDRaw|JobID|Cluster|State|ExitCode|Submit|Start|End|ElapsedRaw|NNodes|NodeList|JobName\n"
-        f"4243|4243|c|FAILED|1:0|{local(prom_job.start - 60)}|{local(prom_job.start)}|"
+        f"{job}|{job}|c|FAILED|1:0|{local(prom_job.start - 60)}|{local(prom_job.start)}|"
         f"{local(prom_job.end)}|{int(prom_job.end - prom_job.start)}|{len(prom_job.nodes)}|"
         f"{nodes}|train\n"
     )
     ingest_files([export], tmp_path / "store")
+    return tmp_path / "store"
+
+
+def test_cli_reads_the_job_window_from_the_analytics_store(prom_job: PromJob, tmp_path) -> None:
+    store = store_with_job(prom_job, tmp_path)
     r = CliRunner().invoke(
         main,
-        [
-            "minder",
-            "--prometheus",
-            prom_job.url,
-            "--job",
-            "4243",
-            "--store",
-            str(tmp_path / "store"),
-            "--json",
-        ],
+        ["minder", "--prometheus", prom_job.url, "--job", "4243", "--store", str(store), "--json"],
     )
     assert r.exit_code == 0, r.output
     assert [f["node"] for f in json.loads(r.stdout)["faulty"]] == [prom_job.truth.node]
+
+
+def test_diagnose_adds_the_metrics_verdict_and_names_its_source(
+    prom_job: PromJob, tmp_path
+) -> None:
+    # no Epilog record of the job at all: the metrics alone name the culprit
+    store = store_with_job(prom_job, tmp_path)
+    r = CliRunner().invoke(
+        main, ["diagnose", "4243", "--store", str(store), "--prometheus", prom_job.url, "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["verdict"] == "no-records"
+    assert [f["node"] for f in out["metrics"]["faulty"]] == [prom_job.truth.node]
+    assert out["named_by"] == {prom_job.truth.node: ["metrics"]}
