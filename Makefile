@@ -39,6 +39,8 @@ bench: $(STAMP) $(GCM_VENV)/bin/health_checks
 	$(BIN)/python benchmarks/bench_epilog.py
 	$(BIN)/python benchmarks/bench_analytics.py
 	$(BIN)/python benchmarks/bench_report.py
+	$(BIN)/python benchmarks/bench_logs.py
+	$(BIN)/python benchmarks/bench_minder.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -101,6 +101,25 @@ CASES: list[tuple[str, int | None]] = [
     ("cbd --check gpu_cnt", EXIT_USAGE),
     ("cbd --profile huge", EXIT_USAGE),
     ("no-such-command", EXIT_USAGE),
+    # the monthly check, availability, log and metrics diagnosis
+    ("check --store NOTSTORE", None),
+    ("check --store STORE --max-rf -1", EXIT_USAGE),
+    ("check --store STORE --textfile GARBAGE/x.prom", None),
+    ("availability --store NOTSTORE", None),
+    ("availability --store STORE --events GARBAGE", None),
+    ("logs MISSING", None),
+    ("logs BINARY", None),
+    ("logs NOTSTORE", None),
+    ("logs GARBAGE --tasks-per-node 0", EXIT_USAGE),
+    ("logs --job 'x;rm -rf /'", None),
+    ("minder detect GARBAGE --json", None),
+    ("minder detect BINARY", None),
+    ("minder detect MISSING", None),
+    ("minder detect --prometheus http://127.0.0.1:9 --job 12 --nodes n[1-2]", None),
+    ("minder fit GARBAGE", None),
+    ("minder watch --prometheus http://127.0.0.1:9 --interval -1 --once", None),
+    ("diagnose 12 --logs GARBAGE --spool NOTSTORE", None),
+    ("diagnose 12 --prometheus http://127.0.0.1:9 --spool NOTSTORE --nodes n[1-2]", None),
 ]
 
 
