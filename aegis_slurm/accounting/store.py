@@ -467,16 +467,21 @@ def _load_runs(
     scan = pl.scan_parquet(files)
     # run_index needs every run of a job, so it is computed over the key columns of the whole
     # store; the other columns are read only for the rows the time filter keeps.
-    keys = scan.select(*KEY, "start_time", "end_time", "ended", _INGESTED).collect()
+    keys = scan.select(*KEY, "start_time", "end_time", "elapsed_s", "ended", _INGESTED).collect()
     if keys.select(KEY).n_unique() != keys.height:  # an ingest stopped before compacting
         keys = _deduplicate(keys.lazy()).collect()
         scan = _deduplicate(scan)
     keys = keys.with_columns(_run_index(keys))
+    # A run sacct printed with End=Unknown (seen on NODE_FAIL) ended at Start + Elapsed: it
+    # belongs to the window that time falls in, as the analytics impute it.
+    ended_at = pl.coalesce(
+        pl.col("end_time"), pl.col("start_time") + pl.duration(seconds=pl.col("elapsed_s"))
+    )
     window = pl.lit(True)
     if start is not None:
-        window &= pl.col("end_time") >= start
+        window &= ended_at >= start
     if end is not None:
-        window &= pl.col("end_time") < end
+        window &= ended_at < end
     keys = keys.filter(window)
     runs = scan.filter(window).drop("run_index", _INGESTED, strict=False).collect()
     # Both reads keep file order, so run_index lines up row for row; a join (the fallback,

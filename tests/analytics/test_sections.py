@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from runs_helpers import frame, run
+from runs_helpers import T0, frame, run
 
 from aegis_slurm.accounting.schema import RUN_SCHEMA
 from aegis_slurm.accounting.store import write_runs
@@ -91,6 +91,21 @@ def test_node_fail_with_unknown_end_counts_in_r_f_and_taxonomy_alike(tmp_path: P
     nf = next(x for x in tax["by_state"] if x["state"] == "NODE_FAIL")
     assert nf["runs"] == 1 and fr["node_fail"] == 1 and fr["runs"] == 2
     assert inp.imputed_end == 1
+
+
+def test_a_period_keeps_node_fail_runs_whose_end_is_unknown(tmp_path: Path):
+    # load_runs filters on End; a NODE_FAIL printed with End=Unknown ended at Start + Elapsed
+    # and must be in its month, as it is without a period
+    big = [f"g{i}" for i in range(32)]
+    unknown = run(1, "NODE_FAIL", 600, 120, big, gpus=256) | {"end_time": None}
+    rows = [unknown, run(2, "COMPLETED", 900, 600, big, gpus=256)]
+    inp = load_inputs(_store(tmp_path, rows), period=Period(T0, T0 + timedelta(days=1)))
+    fr = compute.failure_rate(inp)
+    assert fr["node_fail"] == 1 and fr["runs"] == 2
+    assert inp.imputed_end == 1
+    # ... and a period it does not fall in leaves it out
+    later = load_inputs(_store(tmp_path / "b", rows), period=Period(T0 + timedelta(days=40)))
+    assert compute.failure_rate(later)["runs"] == 0
 
 
 def test_never_started_runs_add_no_mttf_row(tmp_path: Path):
