@@ -154,6 +154,19 @@ def _guess_delimiter(lines: Sequence[str], n_fields: int) -> str:
         )
         return good * 2 > len(lines)
 
+    def fits_records(candidate: str) -> bool:
+        # Lines taken together until they hold a record's delimiters: a newline inside a
+        # free-text field splits a record over lines (reportseff issue 63, a multi-line
+        # SubmitLine), and the first lines may all be such records.
+        records = good = count = 0
+        for line in lines:
+            count += line.count(candidate)
+            if count >= n_fields - 1:
+                records += 1
+                good += count == n_fields - 1 or (count == n_fields and line.endswith(candidate))
+                count = 0
+        return records > 0 and good * 2 > records
+
     if not lines:
         return "|"
     for candidate in _KNOWN_DELIMITERS:
@@ -169,6 +182,11 @@ def _guess_delimiter(lines: Sequence[str], n_fields: int) -> str:
                 f"cannot tell the delimiter: {' or '.join(map(repr, found))} both split the "
                 f"lines into {n_fields} fields; pass --delimiter"
             )
+    # Only the delimiters seen in the wild are tried across lines: any character counted over
+    # enough lines adds up to a record's worth of delimiters.
+    found = [candidate for candidate in _KNOWN_DELIMITERS if fits_records(candidate)]
+    if found:
+        return found[0]
     raise ExportFormatError(
         f"cannot tell the delimiter: no character splits the first lines into the {n_fields} "
         "fields given with --fields; pass --delimiter (and check --fields)"
