@@ -94,8 +94,22 @@ def detect_layout(
     else:
         has_header = header_like and canonical_field(first.split(delim)[0]) == names[0]
     if trailing is None:
-        trailing = first.endswith(delim) and first.count(delim) == len(names)
+        trailing = _looks_trailing([line for line in lines if line.strip()], delim, len(names))
     return Layout(names, delim, trailing, has_header)
+
+
+def _looks_trailing(lines: Sequence[str], delim: str, n_fields: int) -> bool:
+    """Do most records end with the delimiter (``--parsable``)?  Lines are taken together until
+    they hold a record's delimiters, as the first record may span lines (a newline in its
+    SubmitLine): its first line alone does not end with the delimiter."""
+    records = trailing = count = 0
+    for line in lines:
+        count += line.count(delim)
+        if count >= n_fields - 1:
+            records += 1
+            trailing += count == n_fields and line.endswith(delim)
+            count = 0
+    return records > 0 and trailing * 2 > records
 
 
 _SLURM_ERROR = re.compile(r"^(?:sacct|sacctmgr|slurm\w*): error: ")

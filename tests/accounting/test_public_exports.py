@@ -60,12 +60,18 @@ def test_reportseff_export_with_timelimit_and_a_canceller():
 REPORTSEFF_63 = [*REPORTSEFF_11[:10], "SubmitLine", "Timelimit", "TotalCPU"]
 
 
+@pytest.mark.parametrize("parsable", [False, True], ids=["parsable2", "parsable"])
 @pytest.mark.parametrize("delimiter", [None, "^|^"], ids=["detected", "given"])
-def test_reportseff_issue_63_multi_line_submit_line(delimiter):
+def test_reportseff_issue_63_multi_line_submit_line(delimiter, parsable):
     """A SubmitLine cut by a newline, in the first lines and with AdminComment first: the
     delimiter was not told (no single line had 13 fields) and, given, the rest of the SubmitLine
-    ("echo goodbye^|^20:00:00^|^00:00.042") passed for a record start: 4 rejections, 0 kept."""
+    ("echo goodbye^|^20:00:00^|^00:00.042") passed for a record start: 4 rejections, 0 kept.
+    reportseff's fix was ``--parsable``: the same records with a trailing delimiter, which the
+    cut first line alone did not show."""
     data = (FIX / "reportseff" / "issue63_multiline_submitline.txt").read_bytes()
+    if parsable:
+        lines = data.split(b"\n")
+        data = b"\n".join(line + b"^|^" if k in (1, 3, 4) else line for k, line in enumerate(lines))
     parsed = parse_export(data, source="x", fields=REPORTSEFF_63, delimiter=delimiter)
     report = parsed.report
     assert (report.rows_read, report.rows_kept, report.rows_rejected) == (3, 1, 0)
