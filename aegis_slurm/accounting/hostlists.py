@@ -65,11 +65,14 @@ class HostlistCache:
     A cluster's history repeats the same node lists millions of times (every single-node job on
     one of a few thousand nodes), so expanding each distinct list once per ingest instead of once
     per piece removes most of the expansion work.  Bounded: past ``max_entries`` distinct lists
-    new ones are still expanded, just no longer kept.
+    or ``max_names`` names in all, new ones are still expanded, just no longer kept.
     """
 
-    def __init__(self, max_entries: int = 200_000) -> None:
+    def __init__(self, max_entries: int = 200_000, max_names: int = 10_000_000) -> None:
         self.max_entries = max_entries
+        # Also bounded by names: 200,000 lists of a big cluster's 4,096 nodes would be 800M.
+        self.max_names = max_names
+        self._names = 0
         self._table = expansion_table(pl.Series("node_list", [], pl.String))
         self._lock = threading.Lock()
 
@@ -80,8 +83,13 @@ class HostlistCache:
         if seen.all():
             return known
         fresh = expansion_table(node_lists.filter(~seen).unique())
+        fresh_names = int(fresh.get_column("nodes").list.len().sum())
         with self._lock:
-            if self._table.height + fresh.height <= self.max_entries:
+            if (
+                self._table.height + fresh.height <= self.max_entries
+                and self._names + fresh_names <= self.max_names
+            ):
+                self._names += fresh_names
                 self._table = pl.concat([self._table, fresh]).unique(
                     "node_list", keep="first", maintain_order=True
                 )

@@ -145,3 +145,14 @@ def test_many_big_node_lists_are_expanded_in_batches_with_the_same_result(monkey
     assert len(calls) > 3 and max(calls) < lists.len()
     assert batched.to_dicts() == whole.to_dicts()
     assert batched.filter(pl.col("node_list") == "gpu[0000-4095]")["nodes"][0].len() == 4096
+
+
+def test_the_hostlist_cache_is_bounded_by_names_not_only_by_lists():
+    from aegis_slurm.accounting.hostlists import HostlistCache, expand_series
+
+    cache = HostlistCache(max_names=5_000)
+    big = pl.Series([f"gpu[{j:04d}-{j + 4095:04d}]" for j in range(3)])
+    nodes, bad = expand_series(big, cache)  # still expanded, just not all kept
+    assert nodes.list.len().to_list() == [4096] * 3 and not bad.any()
+    kept = cache.table_for(pl.Series([], dtype=pl.String))
+    assert kept.get_column("nodes").list.len().sum() <= 5_000
