@@ -65,11 +65,14 @@ class HostlistCache:
     A cluster's history repeats the same node lists millions of times (every single-node job on
     one of a few thousand nodes), so expanding each distinct list once per ingest instead of once
     per piece removes most of the expansion work.  Bounded: past ``max_entries`` distinct lists
-    new ones are still expanded, just no longer kept.
+    or ``max_names`` names in all, new ones are still expanded, just no longer kept.
     """
 
-    def __init__(self, max_entries: int = 200_000) -> None:
+    def __init__(self, max_entries: int = 200_000, max_names: int = 10_000_000) -> None:
         self.max_entries = max_entries
+        # Also bounded by names: 200,000 lists of a big cluster's 4,096 nodes would be 800M.
+        self.max_names = max_names
+        self._names = 0
         self._table = expansion_table(pl.Series("node_list", [], pl.String))
         self._lock = threading.Lock()
 
@@ -80,16 +83,56 @@ class HostlistCache:
         if seen.all():
             return known
         fresh = expansion_table(node_lists.filter(~seen).unique())
+        fresh_names = int(fresh.get_column("nodes").list.len().sum())
         with self._lock:
-            if self._table.height + fresh.height <= self.max_entries:
+            if (
+                self._table.height + fresh.height <= self.max_entries
+                and self._names + fresh_names <= self.max_names
+            ):
+                self._names += fresh_names
                 self._table = pl.concat([self._table, fresh]).unique(
                     "node_list", keep="first", maintain_order=True
                 )
         return pl.concat([known, fresh])
 
 
+#: Names expanded in one pass: the intermediate frames cost ~200 bytes a name, so 3,000 distinct
+#: 4,096-node lists (a big cluster's month) took 2.4 GB in one pass; in batches, a few hundred MB.
+_BATCH_NAMES = 1_000_000
+
+
 def expansion_table(distinct: pl.Series) -> pl.DataFrame:
-    """``node_list -> (nodes, bad)`` for distinct hostlist strings."""
+    """``node_list -> (nodes, bad)`` for distinct hostlist strings (in batches of bounded size)."""
+    sizes = _estimated_sizes(distinct)
+    if distinct.len() <= 1 or sizes.sum() <= _BATCH_NAMES:
+        return _expansion_table(distinct)
+    batch = (sizes.cum_sum() // _BATCH_NAMES).alias("batch")
+    parts = pl.DataFrame({"node_list": distinct, "batch": batch}).partition_by(
+        "batch", maintain_order=True, include_key=False
+    )
+    return pl.concat([_expansion_table(part.get_column("node_list")) for part in parts])
+
+
+def _estimated_sizes(distinct: pl.Series) -> pl.Series:
+    """About how many names each hostlist expands to (ranges summed; for batching only)."""
+    text = distinct.fill_null("")
+    bounds = pl.element().str.split("-")
+    span = (
+        bounds.list.get(1).cast(pl.Int64, strict=False)
+        - bounds.list.get(0).cast(pl.Int64, strict=False)
+        + 1
+    )
+    ranges = (
+        text.str.extract_all(r"\d+-\d+")
+        .list.eval(span.clip(1, MAX_NODES_PER_LIST).fill_null(0))
+        .list.sum()
+        .fill_null(0)
+    )
+    return ranges + text.str.count_matches(",", literal=True) + 1
+
+
+def _expansion_table(distinct: pl.Series) -> pl.DataFrame:
+    """``node_list -> (nodes, bad)`` for distinct hostlist strings, in one pass."""
     uniq = pl.DataFrame({"node_list": distinct}).with_row_index("u")
     groups = (
         uniq.filter(~pl.col("node_list").is_in(_NO_NODES))

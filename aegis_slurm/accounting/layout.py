@@ -94,8 +94,22 @@ def detect_layout(
     else:
         has_header = header_like and canonical_field(first.split(delim)[0]) == names[0]
     if trailing is None:
-        trailing = first.endswith(delim) and first.count(delim) == len(names)
+        trailing = _looks_trailing([line for line in lines if line.strip()], delim, len(names))
     return Layout(names, delim, trailing, has_header)
+
+
+def _looks_trailing(lines: Sequence[str], delim: str, n_fields: int) -> bool:
+    """Do most records end with the delimiter (``--parsable``)?  Lines are taken together until
+    they hold a record's delimiters, as the first record may span lines (a newline in its
+    SubmitLine): its first line alone does not end with the delimiter."""
+    records = trailing = count = 0
+    for line in lines:
+        count += line.count(delim)
+        if count >= n_fields - 1:
+            records += 1
+            trailing += count == n_fields and line.endswith(delim)
+            count = 0
+    return records > 0 and trailing * 2 > records
 
 
 _SLURM_ERROR = re.compile(r"^(?:sacct|sacctmgr|slurm\w*): error: ")
@@ -154,6 +168,19 @@ def _guess_delimiter(lines: Sequence[str], n_fields: int) -> str:
         )
         return good * 2 > len(lines)
 
+    def fits_records(candidate: str) -> bool:
+        # Lines taken together until they hold a record's delimiters: a newline inside a
+        # free-text field splits a record over lines (reportseff issue 63, a multi-line
+        # SubmitLine), and the first lines may all be such records.
+        records = good = count = 0
+        for line in lines:
+            count += line.count(candidate)
+            if count >= n_fields - 1:
+                records += 1
+                good += count == n_fields - 1 or (count == n_fields and line.endswith(candidate))
+                count = 0
+        return records > 0 and good * 2 > records
+
     if not lines:
         return "|"
     for candidate in _KNOWN_DELIMITERS:
@@ -169,6 +196,11 @@ def _guess_delimiter(lines: Sequence[str], n_fields: int) -> str:
                 f"cannot tell the delimiter: {' or '.join(map(repr, found))} both split the "
                 f"lines into {n_fields} fields; pass --delimiter"
             )
+    # Only the delimiters seen in the wild are tried across lines: any character counted over
+    # enough lines adds up to a record's worth of delimiters.
+    found = [candidate for candidate in _KNOWN_DELIMITERS if fits_records(candidate)]
+    if found:
+        return found[0]
     raise ExportFormatError(
         f"cannot tell the delimiter: no character splits the first lines into the {n_fields} "
         "fields given with --fields; pass --delimiter (and check --fields)"

@@ -149,6 +149,17 @@ def _repair(
     def can_start(text: str) -> bool:
         return starts_record(text, layout, validate)
 
+    def completes(count: int, text: str) -> bool:
+        # A block cut inside a free-text field, and a line holding exactly its missing fields:
+        # that line is the rest of the record even if it could pass for a record's start
+        # ("echo goodbye^|^20:00:00^|^00:00.042" after a SubmitLine cut by a newline, with
+        # AdminComment first so that a line's first fields decide nothing; reportseff issue 63).
+        return (
+            count < len(names)
+            and names[count] in FREE_TEXT_FIELDS
+            and count + text.count(delim) == expected
+        )
+
     implausible, blank = _not_continuations(rows, layout, tail_may_continue)
     i = 0
     while i < len(rows):
@@ -221,7 +232,7 @@ def _repair(
             and rows[j][0] == rows[j - 1][0] + 1
             and rows[j][0] not in implausible
             and rows[j][0] not in blank
-            and not can_start(rows[j][1])
+            and (not can_start(rows[j][1]) or completes(count, rows[j][1]))
         ):
             parts.append(rows[j][1])
             count += rows[j][1].count(delim)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import polars as pl
 import pytest
 
 from aegis_slurm.accounting import parse_export
@@ -121,3 +122,37 @@ def test_daylight_saving_fall_back_is_resolved_with_elapsed_raw():
 def test_invalid_time_zone_is_an_input_error(tz):
     with pytest.raises(InputError, match="unknown time zone"):
         parse(record(1), tz=tz)
+
+
+def test_many_big_node_lists_are_expanded_in_batches_with_the_same_result(monkeypatch):
+    """3,000 distinct 4,096-node lists took 2.4 GB in one pass; batches bound the peak."""
+    from aegis_slurm.accounting import hostlists
+
+    lists = pl.Series(
+        "node_list",
+        [f"gpu[{j:04d}-{j + 4095:04d}]" for j in range(0, 40, 3)]
+        + ["n1", "", "None assigned", "bad[1-", "a[1-2]b[3-4]", "x[1-3],y[7-9],z", None]
+        + [f"r{j}n[001-{MAX_NODES_PER_LIST + 1}]" for j in range(2)],
+    )
+    whole = hostlists._expansion_table(lists)
+    calls = []
+    one_pass = hostlists._expansion_table
+    monkeypatch.setattr(hostlists, "_BATCH_NAMES", 10_000)
+    monkeypatch.setattr(
+        hostlists, "_expansion_table", lambda part: calls.append(part.len()) or one_pass(part)
+    )
+    batched = hostlists.expansion_table(lists)
+    assert len(calls) > 3 and max(calls) < lists.len()
+    assert batched.to_dicts() == whole.to_dicts()
+    assert batched.filter(pl.col("node_list") == "gpu[0000-4095]")["nodes"][0].len() == 4096
+
+
+def test_the_hostlist_cache_is_bounded_by_names_not_only_by_lists():
+    from aegis_slurm.accounting.hostlists import HostlistCache, expand_series
+
+    cache = HostlistCache(max_names=5_000)
+    big = pl.Series([f"gpu[{j:04d}-{j + 4095:04d}]" for j in range(3)])
+    nodes, bad = expand_series(big, cache)  # still expanded, just not all kept
+    assert nodes.list.len().to_list() == [4096] * 3 and not bad.any()
+    kept = cache.table_for(pl.Series([], dtype=pl.String))
+    assert kept.get_column("nodes").list.len().sum() <= 5_000

@@ -57,6 +57,30 @@ def test_reportseff_export_with_timelimit_and_a_canceller():
     assert cancelled["timelimit_s"] == 6 * 86400
 
 
+REPORTSEFF_63 = [*REPORTSEFF_11[:10], "SubmitLine", "Timelimit", "TotalCPU"]
+
+
+@pytest.mark.parametrize("parsable", [False, True], ids=["parsable2", "parsable"])
+@pytest.mark.parametrize("delimiter", [None, "^|^"], ids=["detected", "given"])
+def test_reportseff_issue_63_multi_line_submit_line(delimiter, parsable):
+    """A SubmitLine cut by a newline, in the first lines and with AdminComment first: the
+    delimiter was not told (no single line had 13 fields) and, given, the rest of the SubmitLine
+    ("echo goodbye^|^20:00:00^|^00:00.042") passed for a record start: 4 rejections, 0 kept.
+    reportseff's fix was ``--parsable``: the same records with a trailing delimiter, which the
+    cut first line alone did not show."""
+    data = (FIX / "reportseff" / "issue63_multiline_submitline.txt").read_bytes()
+    if parsable:
+        lines = data.split(b"\n")
+        data = b"\n".join(line + b"^|^" if k in (1, 3, 4) else line for k, line in enumerate(lines))
+    parsed = parse_export(data, source="x", fields=REPORTSEFF_63, delimiter=delimiter)
+    report = parsed.report
+    assert (report.rows_read, report.rows_kept, report.rows_rejected) == (3, 1, 0)
+    assert report.recovered_by_reason == {"newline inside a free-text field (rejoined)": 2}
+    [run] = parsed.runs.iter_rows(named=True)
+    assert (run["job_id"], run["state"], run["elapsed_s"]) == ("59374177", "COMPLETED", 2)
+    assert (run["n_nodes"], run["timelimit_s"]) == (1, 20 * 3600)
+
+
 @pytest.mark.parametrize("name", ["test-data1.csv", "test-data2.csv"])
 def test_slurm2sql_triton_exports(name):
     parsed = parse_export((FIX / "slurm2sql" / name).read_bytes(), source=name, source_tz="UTC")
