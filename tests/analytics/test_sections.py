@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from runs_helpers import T0, frame, run
+from runs_helpers import frame, run
 
 from aegis_slurm.accounting.schema import RUN_SCHEMA
 from aegis_slurm.accounting.store import write_runs
