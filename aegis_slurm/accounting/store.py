@@ -432,6 +432,16 @@ def load_runs(
     raise StoreError(f"{store}: the store kept changing while it was read; try again")
 
 
+def job_runs(runs: pl.DataFrame, job_id: str) -> pl.DataFrame:
+    """Every run of job ``job_id`` in a job-run table, oldest first (``run_index`` order).
+
+    ``job_id`` is matched as sacct prints it: the numeric JobIDRaw, or JobID (``123_4`` for an
+    array task, ``123+1`` for a het component).  Empty when the table does not hold the job.
+    """
+    match = (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id)
+    return runs.filter(match).sort("run_index")
+
+
 def _damaged(store: Path, files: list[Path], exc: BaseException) -> StoreError:
     """A StoreError naming the part that cannot be read (or the error, if none can be named)."""
     for path in files:

@@ -28,16 +28,12 @@ from aegis_slurm.errors import EXIT_NO_DATA, AegisError, NoDataError, ServiceErr
 def _job_from_store(store: Path | None, job_id: str) -> dict[str, Any] | None:
     if store is None or not (store / "runs").exists():
         return None
-    import polars as pl
+    from aegis_slurm.accounting import job_runs, load_runs
 
-    from aegis_slurm.accounting import load_runs
-
-    runs = load_runs(store).filter(
-        (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id)
-    )
+    runs = job_runs(load_runs(store), job_id)
     if runs.is_empty():
         return None
-    last = runs.sort("run_index").row(-1, named=True)
+    last = runs.row(-1, named=True)
     return {
         "state": last["state"],
         "nodes": list(last["nodes"] or []),

@@ -89,12 +89,10 @@ def from_store(job_id: str, store: str | Path) -> tuple[JobInfo | None, str | No
     last COMPLETED before it), if any."""
     import polars as pl
 
-    from aegis_slurm.accounting import load_runs
+    from aegis_slurm.accounting import job_runs, load_runs
 
     runs = load_runs(store)
-    mine = runs.filter(
-        (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id)
-    ).sort("submit_time")
+    mine = job_runs(runs, job_id)
     if mine.height == 0:
         return None, None
     row = mine.row(-1, named=True)

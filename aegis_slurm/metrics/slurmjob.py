@@ -59,16 +59,12 @@ def from_store(store: Path, job_id: str) -> JobWindow | None:
     """The job's last run in the analytics store (nodes, start, end), or None."""
     if not (store / "runs").exists():
         return None
-    import polars as pl
+    from aegis_slurm.accounting import job_runs, load_runs
 
-    from aegis_slurm.accounting import load_runs
-
-    runs = load_runs(store).filter(
-        (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id)
-    )
+    runs = job_runs(load_runs(store), job_id)
     if runs.is_empty():
         return None
-    last = runs.sort("run_index").row(-1, named=True)
+    last = runs.row(-1, named=True)
     if last.get("start_time") is None:
         return None
     start = last["start_time"].replace(tzinfo=last["start_time"].tzinfo or UTC).timestamp()
