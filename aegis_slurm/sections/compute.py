@@ -186,6 +186,10 @@ def measured_ettr(
     }
 
 
+#: An aegis drain resumed sooner than this was undone by the drain-storm guard's second look.
+GUARD_REVERSAL = timedelta(seconds=60)
+
+
 def drains(inp: Inputs) -> dict[str, Any]:
     """Drains the aegis Prolog made (Reason ``aegis: <check>: ...``) in the period, by check and
     by node, next to all other DOWN/DRAIN events (counted, not broken down)."""
@@ -193,6 +197,7 @@ def drains(inp: Inputs) -> dict[str, Any]:
         return {
             "events_given": False,
             "aegis_drains": 0,
+            "guard_reversals": 0,
             "other_outs": 0,
             "by_check": [],
             "by_node": [],
@@ -204,6 +209,13 @@ def drains(inp: Inputs) -> dict[str, Any]:
         pl.col("reason").fill_null("").str.extract(_AEGIS_REASON.pattern, 1).alias("check")
     )
     ours = ev.filter(pl.col("check").is_not_null())
+    # The drain-storm guard's second look drains and resumes within a second or two: such an
+    # event is a guard reversal, not a drain (issue 10.17), counted on its own.
+    reverted = pl.col("time_end").is_not_null() & (
+        pl.col("time_end") - pl.col("time_start") < GUARD_REVERSAL
+    )
+    guard_reversals = ours.filter(reverted).height
+    ours = ours.filter(~reverted)
     by_check = (
         ours.group_by("check")
         .agg(pl.len().alias("drains"), pl.col("node").n_unique().alias("nodes"))
@@ -217,7 +229,8 @@ def drains(inp: Inputs) -> dict[str, Any]:
     return {
         "events_given": True,
         "aegis_drains": ours.height,
-        "other_outs": ev.height - ours.height,
+        "guard_reversals": guard_reversals,
+        "other_outs": ev.height - ours.height - guard_reversals,
         "by_check": by_check.to_dicts(),
         "by_node": by_node.to_dicts(),
     }

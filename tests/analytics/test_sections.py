@@ -205,3 +205,23 @@ def test_by_partition_groups_sum_to_the_whole(tmp_path: Path):
     assert [r["group"] for r in gt] == ["(untyped)", "h100"]
     human = CliRunner().invoke(main, ["mttf", "--store", str(st), "--by", "partition"])
     assert human.exit_code == 0 and "== partition a ==" in human.output
+
+
+def test_drain_storm_guard_reversals_are_not_counted_as_drains(tmp_path: Path):
+    # The guard's second look drains and resumes within seconds (issue 10.17): such an event is
+    # shown as a reversal, never as a drain of its check or node.
+    events = tmp_path / "events.txt"
+    events.write_text(
+        "Cluster|Cluster Nodes|NodeName|TimeStart|TimeEnd|State|Reason|User|Event\n"
+        "c||g1|2026-01-01T02:00:00|2026-01-01T04:00:00|DRAIN|aegis: xid: Xid 79 on GPU 3|root(0)|"
+        "Node\n"
+        "c||g2|2026-01-01T02:00:00|2026-01-01T02:00:01|DRAIN|aegis: xid: Xid 79 on GPU 1|root(0)|"
+        "Node\n"
+        "c||g3|2026-01-01T03:00:00|2026-01-01T05:00:00|DRAIN|bad fan|root(0)|Node\n"
+    )
+    st = _store(tmp_path, [run(1, "COMPLETED", 600, 60, ["g1"])])
+    inp = load_inputs(st, events_paths=[events], period=Period(T0, T0 + timedelta(days=1)))
+    got = compute.drains(inp)
+    assert got["aegis_drains"] == 1 and got["guard_reversals"] == 1 and got["other_outs"] == 1
+    assert [(c["check"], c["drains"]) for c in got["by_check"]] == [("xid", 1)]
+    assert [n["node"] for n in got["by_node"]] == ["g1"]
