@@ -82,7 +82,12 @@ def ingested(
     # Jobs of earlier tests must have reached the window query, or re-ingest would find them.
     slurm_cluster.wait_accounting_quiet(scenario_jobs.start.strftime("%Y-%m-%dT00:00:00"))
     report = ingest_cli(slurm_cluster, scenario_jobs, store)
-    return Ingested(store, report, load_runs(store), scenario_jobs)
+    # Slurm job ids are not unique over time (MaxJobId wraps; a slurmctld that recovers an older
+    # state file hands out ids again), and the testbed's database keeps earlier sessions' jobs:
+    # this session's jobs are the ones submitted since its scenarios started (the store's key is
+    # cluster, JobID, Submit for the same reason).
+    runs = load_runs(store).filter(pl.col("submit_time") >= scenario_jobs.start)
+    return Ingested(store, report, runs, scenario_jobs)
 
 
 def runs_of(ing: Ingested, name: str) -> pl.DataFrame:
