@@ -16,7 +16,6 @@ the top level (a contract since the first release) and adds ``logs``, ``metrics`
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +43,6 @@ def _job_from_store(store: Path | None, job_id: str) -> dict[str, Any] | None:
     }
 
 
-def _tag_nodes(comment: str) -> dict[str, str]:
-    """node -> signal of the ``aegis:v1;hw=`` tag in an AdminComment ({} when none)."""
-    m = re.search(r"aegis:v1;hw=([^;\s]+)", comment or "")
-    pairs = (p.rpartition(":") for p in (m.group(1).split(",") if m else []))
-    return {node: sig for node, _, sig in pairs if node and sig}
-
-
 def signals_view(
     job_id: str,
     spools: list[Path],
@@ -63,6 +55,7 @@ def signals_view(
     """Algorithm 1 over the job's Epilog records; ``verdict`` is ``no-records`` without any."""
     from aegis_slurm.accounting.signals import blame_history, job_records
     from aegis_slurm.node.diagnose import diagnose as algorithm1
+    from aegis_slurm.node.signals import parse_tag
 
     recs = job_records(store, spools, job_id) if (spools or store) else []
     info = _job_from_store(store, job_id)
@@ -86,7 +79,7 @@ def signals_view(
         job_state=state,
         history=blame_history(store, spools, job_id),
         repair_after=repair_after,
-        tagged=_tag_nodes((info or {}).get("admin_comment", "")),
+        tagged=parse_tag((info or {}).get("admin_comment", "")),
     ).to_dict()
     return {
         "job_id": job_id,

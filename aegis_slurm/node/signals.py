@@ -474,6 +474,13 @@ TAG_PREFIX = "aegis:v1;hw="
 _TAG_RE = re.compile(r"aegis:v1;hw=[^;\s]+(?:;\+\d+)?")
 
 
+def parse_tag(comment: str) -> dict[str, str]:
+    """node -> signal of the :func:`make_tag` tag in an AdminComment ({} when there is none)."""
+    m = re.search(r"aegis:v1;hw=([^;\s]+)", comment or "")
+    pairs = (p.rpartition(":") for p in (m.group(1).split(",") if m else []))
+    return {node: sig for node, _, sig in pairs if node and sig}
+
+
 def make_tag(pairs: list[tuple[str, str]], max_len: int = 120) -> str:
     """``aegis:v1;hw=node1:xid79,node3:ib_link_down`` (what the analytics parse), bounded.
 

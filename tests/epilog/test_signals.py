@@ -174,3 +174,9 @@ def test_line_time_formats():
     now = time.time()
     assert sg.line_time("no stamp here", 0.0, now) is None
     assert sg.line_time("[   5.500000] x", 100.0, now) == 105.5
+
+
+def test_tag_round_trips_through_the_diagnose_parser():
+    tag = sg.make_tag([("node3", "xid79"), ("node8", "node_fail")])
+    assert sg.parse_tag(f"admin note\n{tag}") == {"node3": "xid79", "node8": "node_fail"}
+    assert sg.parse_tag("no tag here") == {}
