@@ -1,7 +1,8 @@
 """Check-Before-Delivery runner: profiles, parallel probes, per-probe timeouts, watchdog, state.
 
-Flow: expectations for this host -> start every needed probe in its own daemon thread -> wait
-for each up to its own timeout (and never past the run's watchdog deadline) -> parse -> check.
+Flow: expectations for this host -> start every needed probe in its own daemon thread (the full
+profile's load-generating benchmarks one group at a time, after the rest: :data:`LOAD_GROUPS`) ->
+wait for each up to its own timeout (and never past the run's watchdog deadline) -> parse -> check.
 A probe that times out, crashes, or cannot be parsed yields ``probe_error`` for every check that
 needed it, never ``pass``.  A check that raises is an aegis bug: ``probe_error`` with
 ``internal=True`` (logged and counted, never drains).
@@ -278,24 +279,19 @@ def run(
     if any(s.name == "xid" for s in specs):  # pending = this run's new lines, nothing older
         st.data.pop("xid_pending", None)
 
-    # start probes
+    # Light probes together, then each load group of the full profile on its own: a benchmark
+    # run beside another measures the other's load, and reads a healthy node as slow.
     sink = _Results()
-    threads: dict[str, threading.Thread] = {}
+    needed = []
     for name in dict.fromkeys(s.probe for s in specs):
-        if not _needed(name, exp):
+        if _needed(name, exp):
+            needed.append(name)
+        else:
             sink.put(name, ("missing", "not needed"))
-            continue
-        t = threading.Thread(
-            target=_call, args=(fns[name], ctx, name, sink), daemon=True, name=f"probe-{name}"
-        )
-        threads[name] = t
-        t.start()
-    deadline = time.monotonic() + watchdog
-    for name, t in threads.items():
-        # the child-process timeout fires first; +1 s lets run_argv report it itself
-        t.join(max(0.0, min(timeout + 1.0, deadline - time.monotonic())))
-        if t.is_alive():
-            sink.put(name, ("error", f"probe {name} hung > {timeout:g}s (abandoned)"))
+    stages = _stages(needed)
+    deadline = time.monotonic() + watchdog * (len(stages) if profile == "full" else 1)
+    for stage in stages:
+        _run_stage(stage, fns, ctx, sink, timeout, deadline)
     # from here on an abandoned probe thread that finally returns cannot change the verdicts
     results = sink.close()
     if time.monotonic() > deadline:
@@ -322,6 +318,58 @@ def run(
     if commit_xids:
         mark_xids_seen(st.data)
     return out
+
+
+#: Full-profile probes that load the GPUs, PCIe, memory bandwidth or storage.  Each group runs
+#: alone, after the light probes and one after another; a group's members run together because
+#: ``nvidia_smi_q_load`` samples the PCIe link while ``gpu_burn`` loads it.  gpu_burn's per-GPU
+#: ratio test, nccl-tests' busbw floor and nvbandwidth's median test all fail healthy GPUs that
+#: share the node with another benchmark.
+LOAD_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("dcgm_diag",),
+    ("gpu_burn", "nvidia_smi_q_load"),
+    ("nccl_allreduce",),
+    ("nvbandwidth",),
+    ("cpu_stream",),
+    ("data_read",),
+)
+
+
+def _stages(needed: list[str]) -> list[list[str]]:
+    """The probes in ``needed`` split into stages run one after another: every probe outside
+    :data:`LOAD_GROUPS` in the first stage, then each load group that has a needed member."""
+    grouped = {name for group in LOAD_GROUPS for name in group}
+    stages = [[name for name in needed if name not in grouped]]
+    stages += [[n for n in group if n in needed] for group in LOAD_GROUPS]
+    return [stage for stage in stages if stage]
+
+
+def _run_stage(
+    stage: list[str],
+    fns: dict[str, ProbeFn],
+    ctx: probes.ProbeContext,
+    sink: _Results,
+    timeout: float,
+    deadline: float,
+) -> None:
+    """Run one stage's probes in daemon threads; a probe still running at its timeout (or the
+    run's deadline) is reported hung and its processes killed before the next stage starts."""
+    threads: dict[str, threading.Thread] = {}
+    for name in stage:
+        t = threading.Thread(
+            target=_call, args=(fns[name], ctx, name, sink), daemon=True, name=f"probe-{name}"
+        )
+        threads[name] = t
+        t.start()
+    hung = False
+    for name, t in threads.items():
+        # the child-process timeout fires first; +1 s lets run_argv report it itself
+        t.join(max(0.0, min(timeout + 1.0, deadline - time.monotonic())))
+        if t.is_alive():
+            hung = True
+            sink.put(name, ("error", f"probe {name} hung > {timeout:g}s (abandoned)"))
+    if hung:  # a hung benchmark must not load the node under the next stage's measurements
+        probes.kill_live_children()
 
 
 class _Results:

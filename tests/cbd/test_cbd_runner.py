@@ -489,3 +489,64 @@ def test_state_files_private_and_not_followed(cfg, tmp_path):
     assert victim.read_text() == '{"planted": true}'
     assert not (host_dir / "state.json").is_symlink()
     assert mode(host_dir / "state.json") == 0o600
+
+
+def test_full_profile_runs_each_load_benchmark_alone(cfg, tmp_path):
+    # gpu_burn beside nccl-tests or nvbandwidth reads healthy GPUs as slow (ratio and busbw
+    # tests): the load groups must never overlap, but pcie_link_load must sample under gpu_burn.
+    lock = threading.Lock()
+    running: set[str] = set()
+    overlaps: list[tuple[str, frozenset[str]]] = []
+    burn_started = threading.Event()
+    sampled_under_burn = threading.Event()
+
+    def fake(name):
+        def probe(ctx):
+            with lock:
+                if running:
+                    overlaps.append((name, frozenset(running)))
+                running.add(name)
+            try:
+                if name == "gpu_burn":
+                    burn_started.set()
+                    sampled_under_burn.wait(5)
+                elif name == "nvidia_smi_q_load":
+                    if burn_started.wait(5):
+                        sampled_under_burn.set()
+                else:
+                    threading.Event().wait(0.05)  # long enough for a concurrent start to show
+            finally:
+                with lock:
+                    running.discard(name)
+            return "not a real output"
+
+        return probe
+
+    heavy = [name for group in cbd.LOAD_GROUPS for name in group]
+    blob = tmp_path / "data.bin"
+    blob.write_bytes(b"x" * 1024)
+    cfg["expect"].update(data_read_path=str(blob), data_read_mbytes=1)
+    cbd.run(cfg, "n1", "full", overrides={n: fake(n) for n in heavy})
+    allowed = {frozenset({"gpu_burn"}), frozenset({"nvidia_smi_q_load"})}
+    assert all(others in allowed for _name, others in overlaps), overlaps
+    assert sampled_under_burn.is_set()
+
+
+def test_full_profile_hung_benchmark_is_killed_before_the_next(cfg, monkeypatch):
+    order: list[str] = []
+    monkeypatch.setattr(probes, "kill_live_children", lambda: order.append("kill") or 0)
+    cfg["runtime"]["full_probe_timeout_s"] = 0.2
+    stop = threading.Event()
+    ov = {
+        "dcgm_diag": lambda c: stop.wait(30) and "",
+        "gpu_burn": lambda c: order.append("gpu_burn") or "x",
+        "nvidia_smi_q_load": lambda c: "x",
+    }
+    try:
+        v = by_check(cbd.run(cfg, "n1", "full", overrides=ov, only=["dcgm_diag", "gpu_burn"]))
+    finally:
+        stop.set()
+    assert v["dcgm_diag"].state == "probe_error" and "hung" in v["dcgm_diag"].evidence
+    assert order[:2] == ["kill", "gpu_burn"], order  # killed before the next benchmark starts
+    assert v["gpu_burn"].state == "probe_error"  # ran (unparseable "x"), not abandoned
+    assert "unparseable" in v["gpu_burn"].evidence
