@@ -46,8 +46,13 @@ def test_runner_builds_each_command_line(tmp_path: Path):
     today = datetime.now(UTC).date()
     ingest = _run("ingest", env).stdout.split("\n")
     assert ingest[:4] == ["ingest", "--sacct", "--store", "/srv/store"]
-    assert ingest[ingest.index("--start") + 1] == (today - timedelta(days=1)).isoformat()
+    # a week back by default: fetched closed days are skipped, missed nights are caught up
+    assert ingest[ingest.index("--start") + 1] == (today - timedelta(days=7)).isoformat()
     assert ingest[ingest.index("--end") + 1] == today.isoformat()
+    month_back = _run("ingest", {**env, "AEGIS_INGEST_DAYS": "31"}).stdout.split("\n")
+    assert month_back[month_back.index("--start") + 1] == (today - timedelta(days=31)).isoformat()
+    hostile = _run("ingest", {**env, "AEGIS_INGEST_DAYS": "1; rm -rf /"})
+    assert hostile.returncode == 2 and "whole number" in hostile.stderr
     report = _run("report", env).stdout.split("\n")
     last = today.replace(day=1) - timedelta(days=1)
     month = f"{last.year:04d}-{last.month:02d}"
@@ -78,6 +83,10 @@ def test_units_parse_and_point_at_the_runner(tmp_path: Path):
         what = svc.stem.removeprefix("aegis-slurm-")
         assert cp["Service"]["ExecStart"] == f"/usr/local/libexec/aegis-slurm-run {what}"
         assert cp["Service"]["Type"] == "oneshot"
+        # the user's state directory holds the env file's default store and reports
+        assert cp["Service"]["User"] == "aegis" and cp["Service"]["StateDirectory"] == "aegis-slurm"
+        defaults = (DEPLOY / "aegis-slurm.env").read_text()
+        assert "AEGIS_STORE=/var/lib/aegis-slurm/" in defaults
         timer = configparser.ConfigParser(strict=True, interpolation=None)
         timer.read(svc.with_suffix(".timer"))
         assert timer["Timer"]["OnCalendar"] and timer["Install"]["WantedBy"] == "timers.target"
