@@ -27,8 +27,10 @@ if [ -z "$root" ]; then
             "its own jobs:  sacctmgr -i add user aegis account=root adminlevel=Operator" >&2
     fi
 fi
-if [ -z "$root" ] && command -v systemctl >/dev/null 2>&1; then
+if [ -z "$root" ] && [ -d /run/systemd/system ]; then  # systemd is PID 1 (sd_booted)
     systemctl daemon-reload
     systemctl enable --now aegis-slurm-ingest.timer aegis-slurm-report.timer aegis-slurm-check.timer
+elif [ -z "$root" ]; then
+    echo "systemd is not running here: timers not enabled; see deploy/cron.example" >&2
 fi
 echo "installed; edit /etc/aegis-slurm/analytics.env (store, reports, thresholds)"
