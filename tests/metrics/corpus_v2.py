@@ -460,6 +460,8 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
     local_busy = np.zeros((n, G, F), dtype=bool)  # GPU is the bottleneck (busy all the time)
     power_cap = np.full((n, G, F), plimit)
     temp_extra = np.zeros((n, G, F))
+    hot_w = np.zeros((n, G, F))  # weight of a failing-cooling GPU's own temperature
+    hot_t = np.zeros((n, G, 1))
     pcie_factor = np.ones((n, G, F))
     nvl_factor = np.ones((n, G, F))
     replay_rate = np.zeros((n, G, F))
@@ -475,7 +477,8 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
         if kind == "slow_gpu_thermal":
             ramp = np.clip((tf - t0) / rng.uniform(60, 240), 0, 1) * after
             hot = rng.uniform(85, 92)
-            temp_extra[i, g] = ramp * (hot - 60.0)  # fan/heatsink failure: runs hot
+            hot_w[i, g] = ramp  # cooling failure: it heats to the slowdown point and stays
+            hot_t[i, g] = hot
             factor = 0.5 if o.get("hw") else rng.uniform(0.55, 0.8)
             slow_gpu[i, g] = 1 - ramp * (1 - factor)
             local_busy[i, g] |= after
@@ -561,6 +564,7 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
         clock[int(o["blip_node"]), bg, m] *= 0.6
         temp_extra[int(o["blip_node"]), bg, m] += 8.0
     temp = _lag(t_amb[:, :, None] + theta[:, :, None] * (power - pidle), 90.0) + temp_extra
+    temp = temp * (1 - hot_w) + hot_t * hot_w
     memtemp = _lag(temp + hbm_off[:, :, None] * (power / ptrain), 60.0)
     fb_job = fb_total * rng.uniform(0.7, 0.95)
     fb_used = np.where(active & (st != WARMUP), fb_job, 0.0) + np.where(
