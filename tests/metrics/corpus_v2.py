@@ -345,7 +345,7 @@ def _make_job(seed: int, j: int, kind: str, n: int, rng: np.random.Generator) ->
         notes = "a third of the nodes have 2 TiB of RAM, the rest 1 TiB"
     elif kind == "heterogeneous_cooling":
         opts["cool_het"] = float(rng.uniform(5, 9))
-        notes = f"one rack of 16 nodes runs {opts['cool_het']:.1f} C cooler"
+        notes = f"one rack (16 nodes, or half a small job) runs {opts['cool_het']:.1f} C cooler"
     elif kind == "counter_reset":
         opts["reset"] = 1.0
         opts["reset_many"] = 1.0
@@ -452,8 +452,9 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
         t_amb[int(o["offset_node"])] += o["offset_temp"]
         p_char[int(o["offset_node"])] *= 1 + o["offset_power"]
     if "cool_het" in o:
-        rack = rng.integers(0, max(1, n // 16))
-        t_amb[rack * 16 : rack * 16 + 16] -= o["cool_het"]
+        size = min(16, n // 2)  # one rack (16 nodes), or half of a small job
+        first = int(rng.integers(0, n // size)) * size
+        t_amb[first : first + size] -= o["cool_het"]
     hbm_off = rng.uniform(6, 14, (n, G))
 
     # ---- faults -------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import DEFAULT_METRICS, spec_for
 
 from . import corpus_v2 as c
@@ -250,3 +251,34 @@ def test_aggregate_follows_agg_for(small: dict[str, tuple[c.Job, pl.DataFrame]])
     assert set(ib["value"].unique()) == {4.0 * job.ports}
     with pytest.raises(ValueError, match="median"):
         c.aggregate(raw, lambda m: "median")
+
+
+def test_aggregated_table_meets_the_detector_contract(
+    small: dict[str, tuple[c.Job, pl.DataFrame]],
+) -> None:
+    """The aggregate is what ``aegis-slurm minder FILE`` reads: nothing in it is malformed."""
+    job, raw = small["late_starter"]
+    agg = c.aggregate(raw, lambda m: spec_for(m).agg)
+    names = [m.name for m in DEFAULT_METRICS]
+    a = align(agg.filter(pl.col("metric").is_in(names)), nodes=job.nodes)
+    assert sum(a.dropped.values()) == 0
+    assert set(a.data) == set(names)
+    assert min(abs(a.step - job.dcgm_interval), abs(a.step - job.node_interval)) < 1.0
+    # every node reports (late starter included): no all-missing row
+    for m in names:
+        assert not np.isnan(a.data[m]).all(axis=1).any(), m
+
+
+def test_cooling_heterogeneity_is_a_group_not_one_node(
+    small: dict[str, tuple[c.Job, pl.DataFrame]],
+) -> None:
+    _, raw = small["heterogeneous_cooling"]
+    agg = c.aggregate(raw, lambda m: spec_for(m).agg)
+    t = (
+        agg.filter(pl.col("metric") == "DCGM_FI_DEV_GPU_TEMP")
+        .group_by("node")
+        .agg(pl.col("value").median())
+    )
+    v = np.sort(t["value"].to_numpy())
+    gap = np.argmax(np.diff(v))  # the cooler group sits below the largest gap
+    assert np.diff(v)[gap] >= 2 and 2 <= gap + 1 <= len(v) - 1
