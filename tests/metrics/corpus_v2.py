@@ -14,7 +14,10 @@ API
   ``value``.  Counters are monotonic totals since boot (with occasional resets).
 - :func:`aggregate` ``(raw, agg_for) -> time,node,metric,value``: the per-node table the
   detector reads, each (scrape, node, metric) reduced over its devices by ``agg_for(metric)``
-  (``"min"|"max"|"sum"|"avg"``), e.g. ``lambda m: spec_for(m).agg`` from the catalog.
+  (``"min"|"max"|"sum"|"avg"``), e.g. ``lambda m: spec_for(m).agg`` from the catalog.  Counters
+  are aggregated as totals (a sum of totals stays a counter); a device whose series vanish (a
+  dropped NIC port, a GPU off the bus) makes that node's sum step down once, as a PromQL
+  ``sum by (instance)`` over raw totals would.
 - ``Job``: ``name``, ``raw``, ``culprits`` (node -> onset, UTC; empty when healthy), ``kind``
   (:data:`FAULT_KINDS` or :data:`BENIGN_KINDS`), ``notes``, plus ``nodes``, ``start``, ``end``,
   ``ports``, ``dcgm_interval``, ``node_interval`` for the evaluator.
@@ -50,6 +53,8 @@ where the window ends.
   run averaged 0.324 tensor, 0.241 DRAM, 98.55 % util: marin-community/marin#7344); iteration
   phase sampled at each scrape (about 20 % of an iteration is exposed communication), which is
   the main per-sample noise, correlated across a node's GPUs.
+- dcgm-exporter refreshes its cached DCGM samples every 30 s (its default collection interval)
+  at its own phase per node; a faster scrape re-reads the same cached values.
 - Scraping: dcgm-exporter and node_exporter are separate targets with their own interval
   (15, 30 or 60 s per job; large jobs 30/60 s), each node's target at its own offset in the
   interval, +-0.3 s jitter, each scrape lost with probability 0.2-2 % (all series of that target
@@ -86,6 +91,7 @@ import polars as pl
 
 GPUS = 8
 FINE = 5.0  # seconds: the latent state's grid; scrapes read the nearest fine point
+COLLECT = 30.0  # dcgm-exporter's default collection interval (-c 30000 ms)
 
 DCGM_METRICS: tuple[tuple[str, str], ...] = (
     ("DCGM_FI_DEV_SM_CLOCK", "gauge"),
@@ -602,7 +608,14 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
 
     # phase noise: at each scrape, where in the iteration is the node (comm vs compute)?
     parts: list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    t_d, fi_d, keep_d = scrape_times(spec.dcgm_interval, 1)
+    t_d, _fi, keep_d = scrape_times(spec.dcgm_interval, 1)
+    # dcgm-exporter serves DCGM's cached samples, refreshed every COLLECT s at its own phase:
+    # a scrape reads the last collection (NVIDIA's docs: scraping faster than the watch cadence
+    # "can return the same cached sample more than once")
+    c_off = rng.uniform(0, COLLECT, (n, 1))
+    ck = np.maximum(np.floor((t_d - c_off) / COLLECT), 0).astype(np.int64)
+    fi_d = np.clip(np.rint((c_off + COLLECT * ck) / FINE).astype(np.int64), 0, F - 1)
+    Kc = int(ck.max()) + 1
     ii = np.arange(n)[:, None, None]
     gg = np.arange(G)[None, :, None]
     fidx = fi_d[:, None, :]
@@ -611,9 +624,9 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
         return np.broadcast_to(x, (n, G, F))[ii, gg, fidx]
 
     K = t_d.shape[1]
-    in_comm = rng.random((n, 1, K)) < 0.2
+    in_comm = np.take_along_axis(rng.random((n, Kc)) < 0.2, ck, axis=1)[:, None, :]
     tr = at(np.broadcast_to(training, (n, G, F)))
-    jit = rng.normal(0, 1, (n, G, K))
+    jit = rng.normal(0, 1, (n, G, Kc))[ii, gg, ck[:, None, :]]
     dip = np.where(in_comm & tr, 0.35, 1.0)
     v: dict[str, np.ndarray] = {}
     v["DCGM_FI_DEV_SM_CLOCK"] = np.rint(at(clock) - np.where(tr, 15 * np.abs(jit), 0))

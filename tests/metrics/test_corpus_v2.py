@@ -282,3 +282,11 @@ def test_cooling_heterogeneity_is_a_group_not_one_node(
     v = np.sort(t["value"].to_numpy())
     gap = np.argmax(np.diff(v))  # the cooler group sits below the largest gap
     assert np.diff(v)[gap] >= 2 and 2 <= gap + 1 <= len(v) - 1
+
+
+def test_scrapes_faster_than_dcgm_collection_repeat_cached_values(corpus: list[c.Job]) -> None:
+    job = min((j for j in corpus if j.dcgm_interval == 15.0), key=lambda j: len(j.nodes))
+    raw = job.raw.filter(pl.col("metric") == "DCGM_FI_DEV_POWER_USAGE").sort("time")
+    d = raw.with_columns(pl.col("value").diff().over("node", "device").alias("d"))["d"]
+    same = float((d.drop_nulls() == 0).mean())
+    assert 0.3 < same < 0.7  # about every other 15 s scrape re-reads the 30 s collection
