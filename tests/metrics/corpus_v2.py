@@ -49,6 +49,8 @@ where the window ends.
   52-61 C across one node's GPUs (a real A100 nvidia-smi table, same README): each GPU gets a
   constant offset of +-4 C, each node +-2 C.  Temperature follows power with a 90 s lag.
   Memory (HBM) temperature = GPU temperature + 6-14 C.
+- Rank 0 (the first node) always carries a little extra CPU load and memory (0.5-3 load,
+  2-10 GiB); in ``rank0_extra`` jobs 6-16 and 40-120 GiB.
 - Training values: tensor-pipe duty 0.25-0.5, DRAM duty 0.2-0.35 at full speed (a 512-GPU GB200
   run averaged 0.324 tensor, 0.241 DRAM, 98.55 % util: marin-community/marin#7344); iteration
   phase sampled at each scrape (about 20 % of an iteration is exposed communication), which is
@@ -739,9 +741,10 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
         * 2**30
         * rng.uniform(0.9, 1.1, (n, 1))
     )
-    if o.get("rank0"):
-        load_t[0] += rng.uniform(6, 16)
-        used[0] += rng.uniform(40, 120) * 2**30
+    # rank 0 (the first node) always does a little more (logging, metrics, rendezvous store);
+    # in rank0_extra jobs much more (evaluation, a data server, checkpoint gathering)
+    load_t[0] += rng.uniform(6, 16) if o.get("rank0") else rng.uniform(0.5, 3)
+    used[0] += (rng.uniform(40, 120) if o.get("rank0") else rng.uniform(2, 10)) * 2**30
     load = _lag(load_t, 60.0)
     hk = np.arange(n)[:, None]
     h: dict[str, np.ndarray] = {}
@@ -863,4 +866,23 @@ def aggregate(raw: pl.DataFrame, agg_for: Callable[[str], str]) -> pl.DataFrame:
     df = pl.concat(out)
     return df.select("time", pl.col("node").cast(pl.Utf8), pl.col("metric"), pl.col("value")).sort(
         "node", "metric", "time"
+    )
+
+
+def table(corpus: list[Job]) -> pl.DataFrame:
+    """One row per job (name, kind, size, intervals, culprits and onsets): for an evaluator."""
+    return pl.DataFrame(
+        {
+            "name": [j.name for j in corpus],
+            "kind": [j.kind for j in corpus],
+            "faulty": [bool(j.culprits) for j in corpus],
+            "nodes": [len(j.nodes) for j in corpus],
+            "ports": [j.ports for j in corpus],
+            "dcgm_interval": [j.dcgm_interval for j in corpus],
+            "node_interval": [j.node_interval for j in corpus],
+            "minutes": [(j.end - j.start).total_seconds() / 60 for j in corpus],
+            "culprits": [sorted(j.culprits) for j in corpus],
+            "onsets": [[j.culprits[k] for k in sorted(j.culprits)] for j in corpus],
+            "notes": [j.notes for j in corpus],
+        }
     )

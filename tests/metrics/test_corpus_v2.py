@@ -290,3 +290,11 @@ def test_scrapes_faster_than_dcgm_collection_repeat_cached_values(corpus: list[c
     d = raw.with_columns(pl.col("value").diff().over("node", "device").alias("d"))["d"]
     same = float((d.drop_nulls() == 0).mean())
     assert 0.3 < same < 0.7  # about every other 15 s scrape re-reads the 30 s collection
+
+
+def test_table_lists_every_job(corpus: list[c.Job]) -> None:
+    t = c.table(corpus)
+    assert t.height == len(corpus)
+    assert t["faulty"].sum() == sum(1 for j in corpus if j.culprits)
+    assert t.filter(pl.col("faulty"))["culprits"].list.len().min() >= 1
+    assert t.filter(~pl.col("faulty"))["culprits"].list.len().max() == 0
