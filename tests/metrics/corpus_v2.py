@@ -80,6 +80,9 @@ where the window ends.
   device) and the job hangs; ECC/Xid: Xid 48/63/94/79 on one GPU, its node's ranks exit (GPUs
   idle, memory freed) or that GPU freezes; Xid 79 (fallen off the bus) makes that GPU's series
   vanish.
+- Benign, my own additions: a user profiling one node pauses DCGM profiling for 3-10 minutes
+  (its ``DCGM_FI_PROF_*`` series read DCGM's blank value, passed through by dcgm-exporter);
+  counter resets on several nodes; a GPU with no rank; a rack that runs cooler; mixed RAM sizes.
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ import polars as pl
 
 GPUS = 8
 FINE = 5.0  # seconds: the latent state's grid; scrapes read the nearest fine point
+DCGM_FP64_BLANK = 140737488355328.0  # DCGM's "no value" for a double field
 COLLECT = 30.0  # dcgm-exporter's default collection interval (-c 30000 ms)
 
 DCGM_METRICS: tuple[tuple[str, str], ...] = (
@@ -167,6 +171,7 @@ BENIGN_KINDS = (
     "heterogeneous_memory",
     "heterogeneous_cooling",
     "counter_reset",
+    "profiler_paused",
 )
 
 # Per-node state on the fine grid
@@ -245,6 +250,7 @@ def jobs(seed: int = 0) -> list[Job]:
         "heterogeneous_memory": 2,
         "heterogeneous_cooling": 2,
         "counter_reset": 2,
+        "profiler_paused": 2,
     }
     for kind, n in list(faults.items()) + list(benign.items()):
         plan += [(kind, i) for i in range(n)]
@@ -354,6 +360,14 @@ def _make_job(seed: int, j: int, kind: str, n: int, rng: np.random.Generator) ->
     elif kind == "heterogeneous_cooling":
         opts["cool_het"] = float(rng.uniform(5, 9))
         notes = f"one rack (16 nodes, or half a small job) runs {opts['cool_het']:.1f} C cooler"
+    elif kind == "profiler_paused":
+        opts["prof_node"] = culprit
+        opts["prof_at"] = onset()
+        opts["prof_len"] = float(rng.uniform(180, 600))
+        notes = (
+            f"{nodes[culprit]}: a user profiles (dcgmi profile --pause) for "
+            f"{opts['prof_len']:.0f} s; its DCGM_FI_PROF_* read DCGM's blank value"
+        )
     elif kind == "counter_reset":
         opts["reset"] = 1.0
         opts["reset_many"] = 1.0
@@ -679,6 +693,12 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
                 )
     if o["reset"]:
         _reset(v, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", rng, t_d, n, o)
+    if "prof_node" in o:  # profiling paused: DCGM serves its FP64 blank for the PROF fields
+        b = int(o["prof_node"])
+        m = (t_d[b] >= o["prof_at"]) & (t_d[b] < o["prof_at"] + o["prof_len"])
+        for name in v:
+            if name.startswith("DCGM_FI_PROF_"):
+                v[name][b][:, m] = DCGM_FP64_BLANK
     keep3 = np.broadcast_to(keep_d[:, None, :], (n, G, K)) & ~at(gpu_gone)
     tcol = np.broadcast_to(t_d[:, None, :], (n, G, K))
     for name, _k in DCGM_METRICS:
@@ -731,7 +751,7 @@ def _render(spec: _Spec, nodes: list[str]) -> pl.DataFrame:
     ) * rng.uniform(0.9, 1.1, (n, 1))
     mem_total = np.full(n, 1024.0 * 2**30)
     if o.get("mem_het"):
-        mem_total[rng.random(n) < 1 / 3] = 2048.0 * 2**30
+        mem_total[rng.choice(n, size=max(1, n // 3), replace=False)] = 2048.0 * 2**30
     used = (
         np.select(
             [state == TRAIN, state == WARMUP, state == PAUSE, state == HANG],

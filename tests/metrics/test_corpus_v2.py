@@ -298,3 +298,19 @@ def test_table_lists_every_job(corpus: list[c.Job]) -> None:
     assert t["faulty"].sum() == sum(1 for j in corpus if j.culprits)
     assert t.filter(pl.col("faulty"))["culprits"].list.len().min() >= 1
     assert t.filter(~pl.col("faulty"))["culprits"].list.len().max() == 0
+
+
+def test_dcgm_blank_values_only_where_profiling_is_paused(
+    small: dict[str, tuple[c.Job, pl.DataFrame]],
+) -> None:
+    for kind, (_, raw) in small.items():
+        blank = raw.filter(pl.col("value") == c.DCGM_FP64_BLANK)
+        if kind != "profiler_paused":
+            assert blank.height == 0, kind
+            continue
+        assert blank["node"].n_unique() == 1
+        assert set(blank["metric"].cast(pl.Utf8)) == {
+            m for m, _ in c.DCGM_METRICS if m.startswith("DCGM_FI_PROF_")
+        }
+        span = (blank["time"].max() - blank["time"].min()).total_seconds()
+        assert 120 <= span <= 600
