@@ -5,7 +5,7 @@ corpora.  It is for *measuring* a detector, never for tuning one until it passes
 
 API
 ---
-- :func:`jobs` ``(seed) -> list[Job]``: about 75 jobs, about half healthy.  ``Job.raw`` renders
+- :func:`jobs` ``(seed) -> list[Job]``: 79 jobs, 42 of them healthy.  ``Job.raw`` renders
   the job's RAW series as Prometheus holds them (generated on each access, deterministic by seed;
   keep the frame if you need it twice): a long polars table ``time`` (UTC datetime, the scrape
   timestamp, shared by every series of one scrape of one exporter), ``node``, ``metric``,
@@ -22,9 +22,11 @@ API
   (:data:`FAULT_KINDS` or :data:`BENIGN_KINDS`), ``notes``, plus ``nodes``, ``start``, ``end``,
   ``ports``, ``dcgm_interval``, ``node_interval`` for the evaluator.
 
-Metrics emitted (:data:`DCGM_METRICS`, :data:`NODE_METRICS`): every numeric field of
-dcgm-exporter's shipped ``etc/default-counters.csv`` that a bare-metal training node reports
-(not the vGPU licence, encoder/decoder-session or driver-version label fields), plus
+- :func:`table` ``(jobs) -> DataFrame``: one row per job (kind, size, intervals, culprits, onsets).
+
+Metrics emitted (:data:`DCGM_METRICS`, :data:`NODE_METRICS`): every field of dcgm-exporter's
+shipped ``etc/default-counters.csv`` but ``DCGM_FI_DEV_VGPU_LICENSE_STATUS`` (no vGPU on a
+bare-metal training node) and the ``DCGM_FI_DRIVER_VERSION`` label, plus
 ``DCGM_FI_PROF_NVLINK_TX_BYTES`` (not in the default set; the project's catalog reads it), and
 node_exporter's infiniband, cpu, load and meminfo collectors' series named below.
 

@@ -81,6 +81,7 @@ def test_metric_names_are_the_shipped_ones(small: dict[str, tuple[c.Job, pl.Data
     }
     dcgm = {m for m, _ in c.DCGM_METRICS}
     assert dcgm - shipped == {"DCGM_FI_PROF_NVLINK_TX_BYTES"}
+    assert shipped - dcgm == {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "DCGM_FI_DRIVER_VERSION"}
     # every catalog metric is in the corpus, so the evaluator can read them all
     assert {m.name for m in DEFAULT_METRICS} <= set(c.METRICS)
     _, raw = small["healthy"]
