@@ -29,7 +29,8 @@ class Result:
     culprit: str
     got: list[str]
     top1: bool | None  # None: the label is "unknown", not scored for top-1
-    recall: float
+    recall: float  # the labelled key lines among the top five (each labelled copy counts)
+    any_key: bool  # at least one key line among the top five (the generated corpus's rule)
     all_nodes: bool
 
 
@@ -55,7 +56,11 @@ def evaluate(layout: Layout = LAYOUT) -> list[Result]:
         hits = {ln["line"] for ln in v.lines[:5] if Path(ln["file"]).name == case["file"]}
         key = set(case["key"])
         recall = len(hits & key) / min(len(key), 5)
-        out.append(Result(case["file"], case["culprit"], got[:3], top1, recall, v.all_nodes))
+        out.append(
+            Result(
+                case["file"], case["culprit"], got[:3], top1, recall, bool(hits & key), v.all_nodes
+            )
+        )
     return out
 
 
@@ -67,11 +72,22 @@ def figures(results: list[Result]) -> tuple[float, float, int, int]:
     return acc, rec, len(scored), len(results)
 
 
+def any_key_rate(results: list[Result]) -> float:
+    """Share of cases with at least one labelled key line among the top five."""
+    return sum(r.any_key for r in results) / len(results)
+
+
 if __name__ == "__main__":
     res = evaluate()
     for r in res:
         mark = "-" if r.top1 is None else ("ok" if r.top1 else "MISS")
-        print(f"{r.file:42s} want={r.culprit:24s} got={r.got} top1={mark} recall={r.recall:.2f}")
+        print(
+            f"{r.file:40s} want={r.culprit:22s} got={r.got} top1={mark} "
+            f"recall={r.recall:.2f} any={int(r.any_key)}"
+        )
     acc, rec, n_scored, n = figures(res)
-    print(f"{n} cases: top-1 {acc:.1%} of {n_scored} scored, top-5 line recall {rec:.1%}")
+    print(
+        f"{n} cases: top-1 {acc:.1%} of {n_scored} scored, top-5 line recall {rec:.1%}, "
+        f"a key line in the top five {any_key_rate(res):.1%}"
+    )
     sys.exit(0)

@@ -1,22 +1,27 @@
 """Independent evaluation on real multi-rank logs from public issue threads (labels in
 tests/fixtures/logs/real/labels.json, committed before the tool first ran on them).
 
-The floors are the FIRST-RUN figures rounded down (12 cases; top-1 3 of 9 scored = 33.3%, top-5
-line recall 56.2%): a regression guard, not a target.  Fixes made after that run have their own
-tests below, each on the real line that exposed the defect.
+First run (commit 152681c, 12 cases): top-1 3 of 9 scored = 33.3%, top-5 line recall 56.2%, a key
+line in the top five 83.3%.  After the fixes in tests/logs/test_real_layouts.py: 77.8%, 54.9%,
+91.7%.  The floors are the lower of the two, rounded down: a regression guard, not a target.
+The labelled line recall fell because three files that were one "node" (every line shown) are
+now read as ranks and judged "all nodes", which shows each shared event once, while the labels
+list each rank's copy; docs/logs.md ("Independent evaluation") has the per-case table.
 """
 
 from __future__ import annotations
 
-from .real_eval import evaluate, figures
+from .real_eval import any_key_rate, evaluate, figures
 
-FIRST_RUN_TOP1 = 0.33
-FIRST_RUN_RECALL = 0.56
+TOP1_FLOOR = 0.33  # first run
+RECALL_FLOOR = 0.54  # after the fixes (first run 0.56)
+ANY_KEY_FLOOR = 0.83  # first run
 
 
-def test_real_logs_stay_at_or_above_the_first_run() -> None:
+def test_real_logs_stay_at_or_above_the_floors() -> None:
     results = evaluate()
     acc, rec, scored, total = figures(results)
     assert total == 12 and scored == 9
-    assert acc >= FIRST_RUN_TOP1, [(r.file, r.got) for r in results if r.top1 is False]
-    assert rec >= FIRST_RUN_RECALL
+    assert acc >= TOP1_FLOOR, [(r.file, r.got) for r in results if r.top1 is False]
+    assert rec >= RECALL_FLOOR
+    assert any_key_rate(results) >= ANY_KEY_FLOOR
