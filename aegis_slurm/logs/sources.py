@@ -146,15 +146,22 @@ def read_file(
             .str.replace(_LOCAL_PREFIX, "")
             .str.replace(_LOCAL_PREFIX, "")
         )
-    host = pl.col("text").str.extract(_NCCL_HOST, 2)
-    df = df.with_columns(host.alias("host") if any_host else pl.lit(None, pl.String).alias("host"))
-    if any_host:
-        # the host, pid and thread differ per process: the event is what follows
-        df = df.with_columns(pl.col("text", "shape").str.replace(_NCCL_HOST, "$1"))
     has_ranks = layout.ranks_per_node is not None and df["rank"].null_count() < df.height
+    # NCCL's host prefix only matters where no file name names the node (a directory of
+    # per-node files pays for no per-line host regex)
+    any_host = any_host and node_hint is None
+    df = df.with_columns(
+        _extract_where(df, df["shape"].unique(), _NCCL_HOST, 2).alias("host")
+        if any_host
+        else pl.lit(None, pl.String).alias("host")
+    )
     # a file whose NCCL lines name one host is that host's own file (``%N.log``, a node's
     # Epilog summarizing its slice): it keeps its name; two or more hosts mean a combined file
     has_hosts = any_host and df["host"].drop_nulls().n_unique() > 1
+    known_hosts = any_host and (has_labels or has_ranks) and bool(layout.nodes)
+    if has_hosts or known_hosts:
+        # the host, pid and thread differ per process: the event is what follows
+        df = df.with_columns(pl.col("text", "shape").str.replace(_NCCL_HOST, "$1"))
     if node_hint is not None:
         node = pl.lit(node_hint)
     elif has_labels:
@@ -165,7 +172,7 @@ def read_file(
         node = pl.col("host")
     else:
         node = pl.lit(path.stem)
-    if node_hint is None and any_host and (has_labels or has_ranks):
+    if known_hosts:
         # NCCL lines without a label/rank of their own: their host, if it is one of the job's
         # nodes (without the node list, rank units and host names would mix)
         known = pl.col("host").is_in(list(layout.nodes))
@@ -177,6 +184,19 @@ def read_file(
         df = df.with_columns(pl.col("node").fill_null(pl.lit(f"{path.stem}{UNLABELLED}")))
     frame = df.select("node", "line", "text", "shape")
     return LogFile(path=path, frame=frame, nodes=frame["node"].unique().sort().to_list())
+
+
+def _extract_where(df: pl.DataFrame, shapes: pl.Series, pattern: str, group: int) -> pl.Series:
+    """``text``'s ``pattern`` group on the lines whose shape matches it, null elsewhere.
+
+    The match is decided on the distinct shapes, so the regex runs only on the lines that carry
+    the prefix (NCCL's lines are a few thousand of millions), not on every line of the file.
+    """
+    hit = shapes.filter(shapes.str.contains(pattern))
+    rows = df.filter(pl.col("shape").is_in(hit.implode())).select(
+        "line", pl.col("text").str.extract(pattern, group).alias("value")
+    )
+    return df.select("line").join(rows, on="line", how="left")["value"]
 
 
 def _lines(data: bytes) -> pl.Series:
