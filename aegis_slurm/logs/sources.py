@@ -196,7 +196,7 @@ def _extract_where(df: pl.DataFrame, shapes: pl.Series, pattern: str, group: int
     rows = df.filter(pl.col("shape").is_in(hit.implode())).select(
         "line", pl.col("text").str.extract(pattern, group).alias("value")
     )
-    return df.select("line").join(rows, on="line", how="left")["value"]
+    return df.select("line").join(rows, on="line", how="left", maintain_order="left")["value"]
 
 
 def _lines(data: bytes) -> pl.Series:
