@@ -164,6 +164,10 @@ def diagnose_logs(
             i: _node_events(i, sp, mat, med, weights, _first_positions(lines, nodes[i]), events)
             for i in culprits
         }
+        # an outlier by absence only (it logged no event more often than the median node: a
+        # log cut short, a rank whose lines were not captured) has no failure-indicating event
+        # to show, so it is not a failure-indicating node; silence is the hang check's to judge
+        culprits = [i for i in culprits if per_node[i]]
         # root cause before consequences: order by the first *error-worded* indicating event
         # (a launcher's ChildFailedError comes after the culprit's own error); with a baseline
         # every indicating event counts (rank 0's set-up lines were filtered out by it)
@@ -206,9 +210,13 @@ def diagnose_logs(
         verdict.all_nodes = True
         verdict.nodes.append({"node": ALL_NODES, "score": 1.0})
         # lines from one representative node: the events (not in the baseline) most nodes share
-        rep = nodes[int(np.argmax((mat[:, shared] > 0).sum(axis=1)))]
+        rep_i = int(np.argmax((mat[:, shared] > 0).sum(axis=1)))
         for j in shared:
-            candidate_lines.append({"node": rep, "tid": events[j], "score": float(weights[j])})
+            # a shared event the representative did not log is shown from a node that did
+            # (it used to be dropped: "failure detected" on one half of the ranks, the watchdog
+            # timeout on the other, and only one of the two was shown)
+            i = rep_i if mat[rep_i, j] > 0 else int(np.flatnonzero(mat[:, j] > 0)[0])
+            candidate_lines.append({"node": nodes[i], "tid": events[j], "score": float(weights[j])})
 
     # Step 4a: a hang — no error anywhere (no culprit showed an error-worded event of its own);
     # one node's iterations stop first.

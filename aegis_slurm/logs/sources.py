@@ -7,9 +7,15 @@ Layouts (docs/logs.md):
   job's task layout (block distribution: task ``t`` runs on ``nodes[t // tasks_per_node]``);
 - one file with ``srun --label`` prefixes (``12: ...``): the prefix is the task number;
 - PyTorch rank prefixes (``[rank12]:``): the global rank, mapped with ``ranks_per_node`` (only in a
-  single combined file, and only when ``ranks_per_node`` is given).
-  torchrun's ``[default3]:`` carries the *local* rank, so it is stripped but never used to pick a
-  node on its own (with ``srun --label`` in front, the label names the node).
+  single combined file, and only when ``ranks_per_node`` is given).  Real logs put things in front
+  of it: torchrun's ``[default3]:`` (the *local* rank: stripped, never used alone to pick a node),
+  a log collector's timestamp (`` 2025-02-18 12:54 [rank13]:``) or line counter
+  (``[80746] [rank0]:``); those stay in the text (a timestamp is still read as the line's time).
+- NCCL's own prefix (``NCCL_DEBUG``: ``host:pid:tid [dev] ...``) names the host: in a combined file
+  (its NCCL lines name two or more hosts) whose lines carry no srun label or mapped rank (one
+  ``slurm-%j.out`` without ``--label``), the NCCL lines are attributed to that host; in a
+  labelled file only when the host is one of the job's nodes (rank units and host names never
+  mix).
 
 Each file is read whole, split into lines and handled by polars' vectorized string kernels; the
 frame holds ``line`` (1-based in the file) and ``text`` (prefix stripped) and ``source`` (the
@@ -33,9 +39,14 @@ LOG_SUFFIXES = (".log", ".out", ".err", ".txt")
 UNLABELLED = "(unlabelled)"
 #: ``srun --label``: the task number, a colon and one space, at the start of the line.
 _SRUN_LABEL = r"^\s*(\d+): "
-#: PyTorch's ``[rank12]:`` (global rank) and torchrun's ``[default3]:`` (local rank).
-_RANK_PREFIX = r"^\[rank(\d+)\]:"
+#: PyTorch's ``[rank12]:`` (global rank, group 2) after what real logs put in front of it
+#: (group 1, kept): a collector's timestamp or ``|`` columns (up to 40 characters without a
+#: bracket), a ``[80746] `` line counter, torchrun's ``[default3]:`` (local rank).
+_RANK_PREFIX = r"^((?:[^\[]{0,40}?|\[\d+\] )?(?:\[[A-Za-z_]+\d+\]:)?)\[rank(\d+)\]:"
 _LOCAL_PREFIX = r"^\[[A-Za-z_]+\d+\]:"
+#: NCCL's debug prefix ``host:pid:tid [dev] `` (group 2 the host), after an optional collector
+#: timestamp (group 1, kept)
+_NCCL_HOST = r"^((?:[^\[]{0,40}?\s)?)([A-Za-z0-9][A-Za-z0-9._-]*):\d+:\d+ \[\d+\] "
 #: a per-task file: the stem ends in the task number (``%t``), e.g. ``job-1234_7`` or ``out.7``
 _TASK_STEM = re.compile(r"(?:^|[._-])(\d+)$")
 _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
@@ -111,7 +122,12 @@ def read_file(
     # without them pays for none of the per-line regexes below
     shapes = df["shape"].unique()
     any_label = bool(shapes.str.contains(_SRUN_LABEL).any())
-    any_rank = bool(shapes.str.contains(r"^(?:\s*\d+: )?\[[A-Za-z_]+\d+\]:").any())
+    # after an srun label is stripped: a rank prefix, or a local one alone
+    after_label = shapes.str.replace(_SRUN_LABEL, "")
+    any_rank = bool(
+        (after_label.str.contains(_RANK_PREFIX) | after_label.str.contains(_LOCAL_PREFIX)).any()
+    )
+    any_host = bool(after_label.str.contains(_NCCL_HOST).any())
     label = pl.col("text").str.extract(_SRUN_LABEL, 1).cast(pl.Int64, strict=False)
     df = df.with_columns(label.alias("task") if any_label else pl.lit(None, pl.Int64).alias("task"))
     has_labels = any_label and df["task"].null_count() < df.height
@@ -119,33 +135,68 @@ def read_file(
         df = df.with_columns(pl.col("text", "shape").str.replace(_SRUN_LABEL, ""))
     if fallback is not None and not layout.nodes:
         node_hint = node_hint or fallback
-    rank = pl.col("text").str.extract(_RANK_PREFIX, 1).cast(pl.Int64, strict=False)
+    rank = pl.col("text").str.extract(_RANK_PREFIX, 2).cast(pl.Int64, strict=False)
     df = df.with_columns(rank.alias("rank") if any_rank else pl.lit(None, pl.Int64).alias("rank"))
     if any_rank:
-        # strip the stacked prefixes (``[default3]:[rank3]: ...``): templates must not split
-        # on them
+        # strip the rank and local-rank prefixes (``[default3]:[rank3]: ...``), keep what a
+        # collector put in front: templates must not split on the rank
         df = df.with_columns(
             pl.col("text", "shape")
+            .str.replace(_RANK_PREFIX, "$1")
             .str.replace(_LOCAL_PREFIX, "")
-            .str.replace(_RANK_PREFIX, "")
             .str.replace(_LOCAL_PREFIX, "")
         )
     has_ranks = layout.ranks_per_node is not None and df["rank"].null_count() < df.height
+    # NCCL's host prefix only matters where no file name names the node (a directory of
+    # per-node files pays for no per-line host regex)
+    any_host = any_host and node_hint is None
+    df = df.with_columns(
+        _extract_where(df, df["shape"].unique(), _NCCL_HOST, 2).alias("host")
+        if any_host
+        else pl.lit(None, pl.String).alias("host")
+    )
+    # a file whose NCCL lines name one host is that host's own file (``%N.log``, a node's
+    # Epilog summarizing its slice): it keeps its name; two or more hosts mean a combined file
+    has_hosts = any_host and df["host"].drop_nulls().n_unique() > 1
+    known_hosts = any_host and (has_labels or has_ranks) and bool(layout.nodes)
+    if has_hosts or known_hosts:
+        # the host, pid and thread differ per process: the event is what follows
+        df = df.with_columns(pl.col("text", "shape").str.replace(_NCCL_HOST, "$1"))
     if node_hint is not None:
         node = pl.lit(node_hint)
     elif has_labels:
         node = _map_index(df, "task", layout.tasks_per_node, layout, "task")
     elif has_ranks:
         node = _map_index(df, "rank", layout.ranks_per_node, layout, "rank")
+    elif has_hosts:
+        node = pl.col("host")
     else:
         node = pl.lit(path.stem)
+    if known_hosts:
+        # NCCL lines without a label/rank of their own: their host, if it is one of the job's
+        # nodes (without the node list, rank units and host names would mix)
+        known = pl.col("host").is_in(list(layout.nodes))
+        node = pl.coalesce(node, pl.when(known).then(pl.col("host")))
     df = df.with_columns(node.alias("node"))
-    if node_hint is None and (has_labels or has_ranks):
+    if node_hint is None and (has_labels or has_ranks or has_hosts):
         # unprefixed lines (srun's own messages, launcher output) belong to the job, not a node:
         # keep them under the batch host's name so they are still searched.
         df = df.with_columns(pl.col("node").fill_null(pl.lit(f"{path.stem}{UNLABELLED}")))
     frame = df.select("node", "line", "text", "shape")
     return LogFile(path=path, frame=frame, nodes=frame["node"].unique().sort().to_list())
+
+
+def _extract_where(df: pl.DataFrame, shapes: pl.Series, pattern: str, group: int) -> pl.Series:
+    """``text``'s ``pattern`` group on the lines whose shape matches it, null elsewhere.
+
+    The match is decided on the distinct shapes, so the regex runs only on the lines that carry
+    the prefix (NCCL's lines are a few thousand of millions), not on every line of the file.
+    """
+    hit = shapes.filter(shapes.str.contains(pattern))
+    rows = df.filter(pl.col("shape").is_in(hit.implode())).select(
+        "line", pl.col("text").str.extract(pattern, group).alias("value")
+    )
+    return df.select("line").join(rows, on="line", how="left", maintain_order="left")["value"]
 
 
 def _lines(data: bytes) -> pl.Series:
