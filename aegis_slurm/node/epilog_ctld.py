@@ -1,6 +1,7 @@
-"""EpilogSlurmctld (once per job, on the slurmctld host): crash-loop guard; for a failed job,
-collect the nodes' records it can read, append the short ``aegis:v1;hw=`` tag to AdminComment
-with sacctmgr, and optionally drain the Algorithm-1 culprit through the one guarded drain.
+"""EpilogSlurmctld (once per job, on the slurmctld host): record where a failed or multi-node
+job's output went (:func:`job_record`); crash-loop guard; for a failed job, collect the nodes'
+records it can read, append the short ``aegis:v1;hw=`` tag to AdminComment with sacctmgr, and
+optionally drain the Algorithm-1 culprit through the one guarded drain.
 ``hold-watch`` (spawned detached): wait until Slurm has requeued the looping job, then hold it.
 Stdlib only.
 """
@@ -20,7 +21,7 @@ from typing import Any
 from aegis_slurm.node import config, export, files, slurm, spool
 from aegis_slurm.node import diagnose as diag
 from aegis_slurm.node import signals as sg
-from aegis_slurm.node.epilog_node import job_env, now_iso
+from aegis_slurm.node.epilog_node import clean, job_env, now_iso
 from aegis_slurm.node.verdict import FAIL, Verdict
 
 KEEP_S = 86400.0  # loop-guard history kept per job (longer than any sane window)
@@ -36,6 +37,66 @@ FINAL = (
     "DEADLINE",
 )
 LOOPS_SHAPE: dict[str, Any] = {"jobs": {str: [dict]}, "held": {str: dict}}
+PATH_MAX = 4096  # Linux PATH_MAX: a longer "path" is not one the job could have written
+_IDS = re.compile(r"^\d{1,12}$")
+
+
+def _env_id(env: dict[str, str], name: str) -> str:
+    v = env.get(name, "").strip()
+    return v if _IDS.match(v) else ""
+
+
+def job_record(env: dict[str, str], job: dict[str, Any], captured_at: str) -> dict[str, Any]:
+    """Pure: where this job's output went, from the EpilogSlurmctld environment.
+
+    slurmctld hands the hook the ``--output``/``--error`` *patterns* unexpanded
+    (``SLURM_JOB_STDOUT=/srv/slurm-testbed/jobs/%j.out`` on 22.05.8; ``SLURM_JOB_STDERR`` only
+    when it was set apart) and the fields that expand them: job id, array job/task id, user,
+    job name, node list, work dir (a relative pattern is relative to it).  After ``MinJobAge``
+    nothing else knows them (sacct 22.05 has no output-path field), so ``aegis-slurm logs
+    --job`` reads them from this record.  All of it is job-controlled text: cleaned and bounded
+    here, only ever compared and globbed later, never given to a shell.
+    """
+    uid = env.get("SLURM_JOB_UID", "").strip()
+    return {
+        "kind": "job",
+        "node": spool.JOB_DIR,  # the spool key: one directory for the slurmctld's records
+        "cluster": job["cluster"],
+        "job_id": job["job_id"],
+        "run": job["run"],
+        "captured_at": captured_at,
+        "exit_code": job["exit_code"],
+        "partition": job["partition"],
+        "nodelist": job["nodelist"],
+        "user": clean(env.get("SLURM_JOB_USER", ""), 64),
+        "uid": int(uid) if uid.isdigit() and len(uid) <= 10 else None,
+        "name": clean(env.get("SLURM_JOB_NAME", ""), 256),
+        "array_job_id": _env_id(env, "SLURM_ARRAY_JOB_ID"),
+        "array_task_id": _env_id(env, "SLURM_ARRAY_TASK_ID"),
+        "work_dir": clean(env.get("SLURM_JOB_WORK_DIR", ""), PATH_MAX),
+        "stdout": clean(env.get("SLURM_JOB_STDOUT", ""), PATH_MAX),
+        "stderr": clean(env.get("SLURM_JOB_STDERR", ""), PATH_MAX),
+    }
+
+
+def record_job(cfg: dict[str, Any], job: dict[str, Any], use_syslog: bool) -> str | None:
+    """Durably spool :func:`job_record` (one fsynced append, ~7 ms); a failure is logged,
+    never fatal: the tag and the loop guard still run."""
+    ep = cfg["epilog"]
+    rec = job_record(dict(os.environ), job, now_iso())
+    try:
+        return str(
+            spool.append(
+                ep["spool_dir"],
+                rec,
+                max_bytes=int(ep["spool_max_bytes"]),
+                keep=int(ep["spool_keep"]),
+                name=spool.JOB_FILE,
+            )
+        )
+    except (OSError, ValueError) as e:
+        export.log("err", f"job {job['job_id']}: job record not written: {e}", use_syslog)
+        return None
 
 
 def client(cfg: dict[str, Any]) -> slurm.Client:
@@ -199,6 +260,8 @@ def run_ctld(
         export.log("err", f"job {jid}: bad node list: {e}", use_syslog)
         nodes = []
     multi = len(nodes) >= int(ep.get("min_nodes_auto", 2))
+    if failed or multi:  # what `logs --job` needs once slurmctld forgot the job
+        res["job_record"] = record_job(cfg, job, use_syslog)
     state = "FAILED" if failed else "COMPLETED"
     if not failed and multi and (ep.get("tag", True) or ep.get("auto_drain")):
         # NODE_FAIL ends with 0:0 in the hook environment (measured on 22.05: JobState
