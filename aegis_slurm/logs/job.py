@@ -265,12 +265,24 @@ def job_files(info: JobInfo) -> list[Path]:
         if "%" not in p and "\\" not in p:
             out.append(Path(info.work_dir or ".", p) if info.work_dir else Path(p))
             continue
-        for g in output_globs(p, info):
-            for i, hit in enumerate(sorted(glob.iglob(g))):
-                if i >= MAX_FILES:
-                    break
-                out.append(Path(hit))
+        hits = _matches(output_globs(p, info))
+        if not hits and info.nodes and _PER_NODE.search(p):
+            # slurmstepd writes %N as the host's short *hostname*, which is the NodeName on most
+            # clusters but not everywhere (measured on the 22.05 testbed, where eight slurmds
+            # share one host: "l4gone-44-vm.out"): then any name matches
+            hits = _matches([output_globs(p, JobInfo(**{**vars(info), "nodes": ()}))[0]])
+        out.extend(hits)
     return list(dict.fromkeys(out))[:MAX_FILES]
+
+
+def _matches(globs: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for g in globs:
+        for hit in sorted(glob.iglob(g)):
+            if len(out) >= MAX_FILES:
+                return out
+            out.append(Path(hit))
+    return out
 
 
 def readable_by_job(path: Path, uid: int | None) -> str | None:

@@ -61,6 +61,11 @@ def test_a_per_node_pattern_is_the_set_of_per_node_files(tmp_path):
     for n in ("gpu1", "gpu3", "gpu9"):  # gpu2 wrote nothing; gpu9 is not the job's
         (tmp_path / f"77-{n}.log").write_text("x\n")
     assert [p.name for p in job_files(info)] == ["77-gpu1.log", "77-gpu3.log"]
+    # slurmstepd writes %N as the host's short hostname: not always the NodeName
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h" / "77-vm.log").write_text("x\n")
+    host = JobInfo(job_id="77", nodes=("node1", "node2"), stdout=str(tmp_path / "h" / "%j-%N.log"))
+    assert [p.name for p in job_files(host)] == ["77-vm.log"]
     (tmp_path / "t").mkdir()
     per_task = JobInfo(job_id="77", nodes=("gpu1",), stdout=str(tmp_path / "t" / "%j-%t.log"))
     (tmp_path / "t" / "77-0.log").write_text("x\n")
