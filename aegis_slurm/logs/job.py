@@ -337,11 +337,13 @@ def diagnose_job_logs(
     baseline: Sequence[str | Path] = (),
     tasks_per_node: int | None = None,
     ranks_per_node: int | None = None,
+    spools: Sequence[str | Path] = (),
 ) -> tuple[JobInfo, LogVerdict]:
     """Diagnose job ``job_id`` from its logs (the entry point for ``aegis-slurm diagnose``).
 
-    ``paths`` overrides the output files scontrol reports; ``store`` supplies the node list when
-    slurmctld no longer knows the job, and the baseline run; an explicit ``baseline`` wins.
+    ``paths`` overrides the output files scontrol reports; once slurmctld no longer knows the
+    job, ``store`` (and Epilog ``spools`` not collected yet) supply its output patterns and node
+    list; ``store`` also the baseline run; an explicit ``baseline`` wins.
     """
     if not _JOBID.match(job_id):
         raise InputError(f"not a job id: {job_id!r}")
@@ -353,6 +355,15 @@ def diagnose_job_logs(
             info = stored
         elif stored is not None and not info.nodes:
             info.nodes = stored.nodes
+    if (info is None or not info.stdout) and spools:
+        from aegis_slurm.accounting.signals import job_output
+
+        rec = job_output(None, job_id, [Path(s) for s in spools])
+        if rec is not None:
+            spooled = from_record(rec)
+            if info is not None:  # the store's runs knew the job, the record knows its files
+                spooled.nodes = spooled.nodes or info.nodes
+            info = spooled
     if info is None:
         raise NoDataError(
             f"job {job_id} is unknown to slurmctld"

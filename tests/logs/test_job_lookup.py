@@ -146,6 +146,9 @@ def test_logs_job_finds_the_files_from_the_recorded_pattern(tmp_path):
     info, verdict = diagnose_job_logs("4242", store=store)
     assert any(str(victim) in x and "owned by uid 0" in x for x in info.refused)
     assert all("root:$6$" not in ln["text"] for ln in verdict.lines)
+    r = CliRunner().invoke(main, ["logs", "--job", "4242", "--store", str(store)])
+    assert r.exit_code == 0 and "root:$6$" not in r.output
+    assert f"aegis-slurm: warning: not read: {victim}: owned by uid 0" in r.stderr
 
 
 def test_nothing_readable_is_a_one_line_no_data_error(tmp_path):
@@ -189,3 +192,24 @@ def test_array_task_by_its_array_id(tmp_path):
     for jid in ("135", "130_5"):
         _, v = diagnose_job_logs(jid, store=store)
         assert [n["node"] for n in v.nodes] == ["gpu2"], jid
+
+
+def test_diagnose_find_logs_uses_the_recorded_pattern_from_the_spool(tmp_path):
+    """``diagnose JOBID --spool DIR --find-logs`` before any ``signals collect``: the job record
+    in the slurmctld's spool gives the output files."""
+    case = make_case(tmp_path / "gen", "oom", 4)
+    out = tmp_path / "jobs"
+    out.mkdir()
+    for n in case.nodes:
+        dst = out / f"train-5151.{n}.log"
+        (case.path / f"{n}.log").rename(dst)
+        os.chown(dst, OWNER, OWNER)
+    _record(tmp_path / "spool", "5151", "train-%j.%N.log", ",".join(case.nodes), work_dir=str(out))
+    r = CliRunner().invoke(
+        main, ["diagnose", "5151", "--spool", str(tmp_path / "spool"), "--find-logs", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["verdict"] == "no-records"  # no node Epilog record: the logs alone name it
+    assert d["logs"]["nodes"][0]["node"] == case.culprit
+    assert d["named_by"][case.culprit] == ["logs"]
