@@ -155,12 +155,16 @@ def test_logs_job_after_slurmctld_forgot_the_job(
 ) -> None:
     """A 4-node ``srun --label`` job with ``--output=...-%j-%N.out`` whose task 2 fails; once
     slurmctld forgot it, ``logs --job --store`` finds its output from the EpilogSlurmctld's
-    recorded pattern and names the failed node."""
+    recorded pattern and names the failed node.  The baseline (an earlier COMPLETED run of the
+    same name, written elsewhere) is found from its own record."""
     c = slurm_cluster
     jobs = c.directory / "jobs"
     pattern = str(jobs / "l4gone-%j-%N.out")
-    argv = ["-N4", "--ntasks-per-node=1", "-J", "l4-gone", "-o", pattern]
-    job = c.submit([*argv, "--export=ALL,L4_FAIL=2"], script=SCRIPT)
+    argv = ["-N4", "--ntasks-per-node=1", "-J", "l4-gone"]
+    ok_pattern = str(jobs / "l4gone-ok-%x-%4j.out")  # not this job's path with the id replaced
+    good = c.submit([*argv, "-o", ok_pattern, "--export=ALL,L4_FAIL=none"], script=SCRIPT)
+    c.wait_state(good, ["COMPLETED"])
+    job = c.submit([*argv, "-o", pattern, "--export=ALL,L4_FAIL=2"], script=SCRIPT)
     c.wait_state(job, ["FAILED"])
     shown_stdout = c.job_field(job, "StdOut")  # what 22.05's scontrol makes of %N (docs/logs.md)
     assert shown_stdout == str(jobs / f"l4gone-{job}-%N.out")
@@ -193,9 +197,16 @@ def test_logs_job_after_slurmctld_forgot_the_job(
     assert "2: RuntimeError: CUDA error: uncorrectable ECC error" in out.read_text()
 
     store = ctld_site / "store"
+    day = datetime.now(UTC).date()
+    c.wait_accounting_quiet(day.isoformat())
+    r = _cli(
+        c, "ingest", "--sacct", "--start", str(day), "--end", str(day + timedelta(days=1)),
+        "--store", str(store),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
     r = _cli(c, "signals", "collect", "--spool", str(spool_dir), "--store", str(store), "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["job_records_in_store"] == 1
+    assert json.loads(r.stdout)["job_records_in_store"] == 2  # the good run (multi-node) too
 
     # make slurmctld forget the job (MinJobAge, purged by slurmctld's periodic job purge)
     _set_min_job_age(c, 2)
@@ -212,6 +223,8 @@ def test_logs_job_after_slurmctld_forgot_the_job(
     assert r.returncode == 0, r.stderr
     verdict = json.loads(r.stdout)
     assert verdict["nodes"][0]["node"] == nodes[2], (verdict, shown_stdout)
+    assert (jobs / f"l4gone-ok-l4-gone-{good:04d}.out").exists()
+    assert verdict["baseline_events"] > 0  # the good run's file, from its own record
     top = verdict["lines"][0]
     assert "ECC" in top["text"]
     assert top["file"] == str(out)
