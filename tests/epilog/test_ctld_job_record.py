@@ -174,3 +174,32 @@ def test_collect_counts_bad_job_records(tmp_path, field, value, why):
     assert rep["job_records_read"] == 2 and rep["n_job_record_errors"] == 1
     assert why in rep["job_record_errors"][0]
     assert load_jobs(tmp_path / "store")["run"].to_list() == [0]
+
+
+def test_signals_collect_text_counts_job_records(tmp_path):
+    from click.testing import CliRunner
+
+    from aegis_slurm.cli import main
+
+    rec = {
+        "kind": "job",
+        "node": "slurmctld",
+        "job_id": "5",
+        "run": 0,
+        "captured_at": "2026-11-21T17:56:45+00:00",
+        "stdout": "/j/\x1b%j.out",  # damaged on disk: a control character
+    }
+    spool.append(tmp_path / "spool", rec, name=spool.JOB_FILE)
+    spool.append(tmp_path / "spool", {**rec, "run": 1, "stdout": "/j/%j.out"}, name=spool.JOB_FILE)
+    args = [
+        "signals",
+        "collect",
+        "--spool",
+        str(tmp_path / "spool"),
+        "--store",
+        str(tmp_path / "s"),
+    ]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert "2 EpilogSlurmctld job records read: 1 new or changed; 1 in" in r.stdout
+    assert "skipped: job record 5: stdout has control characters" in r.stderr
