@@ -92,15 +92,28 @@ def from_scontrol(job_id: str, timeout: float = 10.0) -> JobInfo | None:
         if "Invalid job id" in done.stderr:
             return None
         raise ServiceError(f"scontrol show job {job_id}: {done.stderr.strip() or 'failed'}")
-    kv = parse_scontrol(done.stdout.splitlines()[0] if done.stdout else "")
+    return info_from_scontrol(job_id, done.stdout.splitlines()[0] if done.stdout else "")
+
+
+def info_from_scontrol(job_id: str, line: str) -> JobInfo:
+    """Pure: a JobInfo from one ``scontrol -o show job`` line.
+
+    While a job is COMPLETING, ``NodeList`` lists only the nodes still completing: a node list
+    shorter than ``NumNodes`` is dropped (the store's or the record's is used), since a task
+    number mapped onto it would name the wrong node."""
+    kv = parse_scontrol(line)
     user, _, uid = kv.get("UserId", "").partition("(")
     uid = uid.rstrip(")")
     tasks = kv.get("NumTasks", "")
+    nodes = expand_hostlist(kv.get("NodeList", ""))
+    num = kv.get("NumNodes", "")
+    if num.isdigit() and int(num) != len(nodes):
+        nodes = ()
     return JobInfo(
         job_id=job_id,
         user=user,
         name=kv.get("JobName", ""),
-        nodes=expand_hostlist(kv.get("NodeList", "")),
+        nodes=nodes,
         tasks=int(tasks) if tasks.isdigit() else None,
         stdout=kv.get("StdOut", ""),
         stderr=kv.get("StdErr", ""),

@@ -213,3 +213,20 @@ def test_diagnose_find_logs_uses_the_recorded_pattern_from_the_spool(tmp_path):
     assert d["verdict"] == "no-records"  # no node Epilog record: the logs alone name it
     assert d["logs"]["nodes"][0]["node"] == case.culprit
     assert d["named_by"][case.culprit] == ["logs"]
+
+
+SCONTROL = Path(__file__).resolve().parents[1] / "fixtures" / "sacct"
+
+
+def test_scontrol_line_recorded_on_22_05():
+    from aegis_slurm.logs.job import info_from_scontrol
+
+    line = (SCONTROL / "scontrol-22.05.8_show_job_pattern.txt").read_text().splitlines()[0]
+    info = info_from_scontrol("44", line)
+    assert info.stdout == "/srv/slurm-testbed/jobs/l4gone-44-%N.out"  # %N left as is
+    assert (info.user, info.uid, info.name, info.tasks) == ("alice", 1001, "l4-gone", 4)
+    assert info.nodes == ("node1", "node2", "node3", "node4")
+    assert info.work_dir == "/srv/slurm-testbed/jobs"
+    # while COMPLETING, NodeList holds only the nodes still completing: not the job's list
+    shrunk = info_from_scontrol("44", line.replace("NodeList=node[1-4]", "NodeList=node[1-3]"))
+    assert shrunk.nodes == ()
