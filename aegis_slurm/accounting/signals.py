@@ -205,10 +205,14 @@ def job_output(
 
     best: dict[str, Any] | None = None
     if store is not None:
-        for r in load_jobs(store).iter_rows(named=True):
-            if mine(r):
-                r["captured_at"] = r["captured_at"].isoformat() if r["captured_at"] else ""
-                best = _newer(best, r)
+        df = load_jobs(store)
+        if task:
+            df = df.filter((pl.col("array_job_id") == arr) & (pl.col("array_task_id") == task))
+        else:
+            df = df.filter(pl.col("job_id") == str(job_id))
+        for r in df.iter_rows(named=True):
+            r["captured_at"] = r["captured_at"].isoformat() if r["captured_at"] else ""
+            best = _newer(best, r)
     for rec in spool.read_records(list(spools), name=spool.JOB_FILE):
         if mine(rec) and invalid_job(rec) is None:
             best = _newer(best, _job_row(rec))

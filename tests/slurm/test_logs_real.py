@@ -161,7 +161,8 @@ def test_logs_job_after_slurmctld_forgot_the_job(
     jobs = c.directory / "jobs"
     pattern = str(jobs / "l4gone-%j-%N.out")
     argv = ["-N4", "--ntasks-per-node=1", "-J", "l4-gone"]
-    ok_pattern = str(jobs / "l4gone-ok-%x-%4j.out")  # not this job's path with the id replaced
+    # not this job's path with the id replaced; %A/%a outside an array: the job id, NO_VAL
+    ok_pattern = str(jobs / "l4gone-ok-%x-%4j-%A-%a.out")
     good = c.submit([*argv, "-o", ok_pattern, "--export=ALL,L4_FAIL=none"], script=SCRIPT)
     c.wait_state(good, ["COMPLETED"])
     job = c.submit([*argv, "-o", pattern, "--export=ALL,L4_FAIL=2"], script=SCRIPT)
@@ -223,7 +224,7 @@ def test_logs_job_after_slurmctld_forgot_the_job(
     assert r.returncode == 0, r.stderr
     verdict = json.loads(r.stdout)
     assert verdict["nodes"][0]["node"] == nodes[2], (verdict, shown_stdout)
-    assert (jobs / f"l4gone-ok-l4-gone-{good:04d}.out").exists()
+    assert (jobs / f"l4gone-ok-l4-gone-{good:04d}-{good}-4294967294.out").exists()
     assert verdict["baseline_events"] > 0  # the good run's file, from its own record
     top = verdict["lines"][0]
     assert "ECC" in top["text"]
