@@ -220,10 +220,12 @@ def job_output(
 
 
 def _newer(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """The later capture: a requeued job's latest run, and a job id Slurm reused (a rebuilt
+    cluster starts counting again) names the newest job, whatever its run number."""
     if a is None:
         return b
-    ka = (int(a["run"]), datetime.fromisoformat(str(a["captured_at"])))
-    kb = (int(b["run"]), datetime.fromisoformat(str(b["captured_at"])))
+    ka = (datetime.fromisoformat(str(a["captured_at"])), int(a["run"]))
+    kb = (datetime.fromisoformat(str(b["captured_at"])), int(b["run"]))
     return b if kb >= ka else a
 
 

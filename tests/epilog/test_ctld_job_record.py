@@ -203,3 +203,16 @@ def test_signals_collect_text_counts_job_records(tmp_path):
     assert r.exit_code == 0, r.output
     assert "2 EpilogSlurmctld job records read: 1 new or changed; 1 in" in r.stdout
     assert "skipped: job record 5: stdout has control characters" in r.stderr
+
+
+def test_job_output_is_the_latest_capture(tmp_path):
+    """A requeued job's latest run; a reused job id (run 1 of an old job, run 0 of the new one)
+    names the newest job."""
+    base = {"kind": "job", "node": "slurmctld", "cluster": "c", "job_id": "9", "stdout": "/a"}
+    spool.append(tmp_path / "sp", {**base, "run": 1, "captured_at": "2026-01-01T00:00:00+00:00"},
+                 name=spool.JOB_FILE)  # fmt: skip
+    spool.append(tmp_path / "sp", {**base, "run": 0, "captured_at": "2026-02-01T00:00:00+00:00",
+                 "stdout": "/new"}, name=spool.JOB_FILE)  # fmt: skip
+    collect([tmp_path / "sp"], tmp_path / "st")
+    assert job_output(tmp_path / "st", "9")["stdout"] == "/new"
+    assert job_output(None, "9", [tmp_path / "sp"])["stdout"] == "/new"
