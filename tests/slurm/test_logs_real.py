@@ -232,3 +232,11 @@ def test_logs_job_after_slurmctld_forgot_the_job(
     assert out.read_text().splitlines()[top["line"] - 1].endswith(top["text"])
     r = _cli(c, "logs", "--job", str(job), "--store", str(store))
     assert r.returncode == 0 and f"culprit node(s): {nodes[2]}" in r.stdout, r.stdout
+    r = _cli(c, "diagnose", str(job), "--store", str(store), "--find-logs", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["logs"]["nodes"][0]["node"] == nodes[2] and "logs" in d["named_by"][nodes[2]]
+    # and 22.05's sacct has no field that would have kept the paths (docs/logs.md)
+    for field in ("StdOut", "StdErr"):
+        r = c.run(["sacct", "-n", "-X", "-j", str(job), "-o", field], check=False)
+        assert r.returncode != 0 and "Invalid field requested" in r.stderr, (field, r.stderr)
