@@ -94,8 +94,8 @@ def record_job(cfg: dict[str, Any], job: dict[str, Any], use_syslog: bool) -> st
                 name=spool.JOB_FILE,
             )
         )
-    except (OSError, ValueError) as e:
-        export.log("err", f"job {job['job_id']}: job record not written: {e}", use_syslog)
+    except Exception as e:  # our own bug here must not cost the tag or the loop guard
+        export.log("err", f"job {job['job_id']}: job record not written: {e!r}", use_syslog)
         return None
 
 
