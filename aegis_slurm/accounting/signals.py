@@ -77,6 +77,7 @@ JOB_SCHEMA = {
     "work_dir": pl.String(),
     "stdout": pl.String(),
     "stderr": pl.String(),
+    "tasks": pl.Int64(),  # NumTasks (scontrol at job end), null when unknown
 }
 _JOB_TEXT = {  # field -> longest accepted (the hook bounds them the same way)
     "cluster": 64,
@@ -169,9 +170,10 @@ def invalid_job(rec: Any) -> str | None:
         v = rec.get(k, "")
         if not isinstance(v, str) or (v and not (v.isdigit() and len(v) <= 12)):
             return f"bad {k} {v!r:.40}"
-    uid = rec.get("uid")
-    if uid is not None and (isinstance(uid, bool) or not isinstance(uid, int) or uid < 0):
-        return f"bad uid {uid!r:.40}"
+    for k in ("uid", "tasks"):
+        v = rec.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32):
+            return f"bad {k} {v!r:.40}"
     try:
         json.dumps(rec, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
@@ -183,6 +185,7 @@ def _job_row(rec: dict[str, Any]) -> dict[str, Any]:
     row = {k: rec.get(k, "") for k in JOB_SCHEMA}
     row["run"] = int(rec.get("run", 0))
     row["uid"] = rec.get("uid")
+    row["tasks"] = rec.get("tasks")
     return row
 
 

@@ -132,7 +132,7 @@ def from_record(rec: dict) -> JobInfo:
         nodes = expand_hostlist(str(rec.get("nodelist") or ""))
     except (ValueError, RuntimeError):  # python-hostlist's BadHostlist is a RuntimeError
         nodes = ()
-    uid = rec.get("uid")
+    uid, tasks = rec.get("uid"), rec.get("tasks")
     return JobInfo(
         job_id=str(rec["job_id"]),
         user=str(rec.get("user") or ""),
@@ -141,6 +141,7 @@ def from_record(rec: dict) -> JobInfo:
         stdout=str(rec.get("stdout") or ""),
         stderr=str(rec.get("stderr") or ""),
         uid=int(uid) if isinstance(uid, int) else None,
+        tasks=int(tasks) if isinstance(tasks, int) and tasks > 0 else None,
         work_dir=str(rec.get("work_dir") or ""),
         array_job_id=str(rec.get("array_job_id") or ""),
         array_task_id=str(rec.get("array_task_id") or ""),

@@ -55,6 +55,7 @@ def test_ctld_record_from_the_recorded_22_05_environment(monkeypatch):
         "work_dir": "/srv/slurm-testbed/jobs",
         "stdout": "/srv/slurm-testbed/jobs/%j.out",
         "stderr": "",  # not set apart: 22.05 exports no SLURM_JOB_STDERR then
+        "tasks": None,  # not in the hook environment: job_tasks asks slurmctld
     }
     # a requeued run (job 20, restart 1) is its own record
     env20 = recorded_env("epilog_slurmctld", 20)
@@ -89,7 +90,7 @@ def _ctld_cfg(tmp_path: Path) -> dict:
     cfg_path = tmp_path / "cbd.toml"
     cfg_path.write_text(
         f'[runtime]\nstate_dir = "{tmp_path}/state"\n[epilog]\n'
-        f'spool_dir = "{tmp_path}/spool"\ntag = false\n'
+        f'spool_dir = "{tmp_path}/spool"\ntag = false\ncommand_timeout_s = 0.5\n'
     )
     return epilog.load_config(str(cfg_path))
 
@@ -109,6 +110,7 @@ def test_run_ctld_spools_the_record_apart_and_collect_stores_it(tmp_path, monkey
     assert list(spool.read_records([tmp_path / "spool"])) == []
     (rec,) = spool.read_records([tmp_path / "spool"], name=spool.JOB_FILE)
     assert rec["stdout"] == "/srv/slurm-testbed/jobs/%j.out" and rec["exit_code"] == "1:0"
+    assert rec["tasks"] is None  # no slurmctld answered (bounded wait): the record still goes
     # an Epilog re-run of the same run replaces its record
     epilog.run_ctld(cfg, spawn=False)
     assert len(list(spool.read_records([tmp_path / "spool"], name=spool.JOB_FILE))) == 1
@@ -152,6 +154,7 @@ def test_unwritable_spool_is_logged_not_fatal(tmp_path, monkeypatch):
         ("stdout", "/a\nb", "control characters"),
         ("stdout", "/" * 5000, "longer than 4096"),
         ("uid", "1002", "bad uid"),
+        ("tasks", -1, "bad tasks"),
         ("array_task_id", "1;2", "bad array_task_id"),
         ("job_id", "12a", "bad job_id"),
         ("kind", "node", "not a job record"),

@@ -230,3 +230,20 @@ def test_scontrol_line_recorded_on_22_05():
     # while COMPLETING, NodeList holds only the nodes still completing: not the job's list
     shrunk = info_from_scontrol("44", line.replace("NodeList=node[1-4]", "NodeList=node[1-3]"))
     assert shrunk.nodes == ()
+
+
+def test_recorded_task_count_maps_srun_labels_to_the_right_node(tmp_path):
+    """8 tasks on 2 nodes in one ``srun --label`` file; task 5 (on the second node) fails.
+    Without the task count, label 5 could not be placed; with the record's count it is gpu2's."""
+    out = tmp_path / "jobs"
+    out.mkdir()
+    lines = [f"{t}: iteration {i}/ 100 | lm loss: 2.{i}{t}" for i in range(1, 30) for t in range(8)]
+    lines.append("5: RuntimeError: CUDA error: an illegal memory access was encountered")
+    (out / "6161.out").write_text("\n".join(lines) + "\n")
+    os.chown(out / "6161.out", OWNER, OWNER)
+    store = tmp_path / "store"
+    _record(tmp_path / "sp1", "6161", str(out / "%j.out"), "gpu[1-2]", tasks=8)
+    collect([tmp_path / "sp1"], store)
+    info, v = diagnose_job_logs("6161", store=store)
+    assert info.tasks == 8
+    assert v.nodes[0]["node"] == "gpu2" and "illegal memory access" in v.lines[0]["text"]

@@ -186,6 +186,7 @@ def test_logs_job_after_slurmctld_forgot_the_job(
     assert rec["stdout"] == pattern and rec["stderr"] == "", rec
     assert (rec["user"], rec["name"], rec["exit_code"]) == ("alice", "l4-gone", "1:0")
     assert rec["uid"] == c.uid("alice") and rec["work_dir"] == str(jobs)
+    assert rec["tasks"] == 4  # NumTasks, asked from slurmctld inside the hook (COMPLETING)
     # the job's nodes as accounting has them (scontrol's NodeList shrinks while COMPLETING)
     acct = c.run(["sacct", "-n", "-P", "-X", "-j", str(job), "-o", "NodeList"]).stdout.split()[-1]
     nodes = c.run(["scontrol", "show", "hostnames", acct]).stdout.split()
