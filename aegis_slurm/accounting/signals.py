@@ -3,6 +3,9 @@
 Layout inside a store directory::
 
     signals/records.parquet   one row per (cluster, job_id, run, node) Epilog record, JSON kept
+    signals/jobs.parquet      one row per (cluster, job_id, run) EpilogSlurmctld job record:
+                              where the job's output went (patterns unexpanded), for
+                              ``aegis-slurm logs --job`` once slurmctld forgot the job
 
 Merging is idempotent: a record already in the store with the same key and content changes
 nothing (the file is not even rewritten); a re-captured record with the same key replaces the
@@ -56,6 +59,36 @@ SIGNAL_SCHEMA = {
 }
 
 
+JOBS = Path("signals") / "jobs.parquet"
+JOB_KEY = ("cluster", "job_id", "run")
+#: the EpilogSlurmctld's job record (aegis_slurm.node.epilog_ctld.job_record), one column each
+JOB_SCHEMA = {
+    "cluster": pl.String(),
+    "job_id": pl.String(),
+    "run": pl.Int32(),
+    "captured_at": pl.Datetime("us", "UTC"),
+    "exit_code": pl.String(),
+    "user": pl.String(),
+    "uid": pl.Int64(),
+    "name": pl.String(),
+    "array_job_id": pl.String(),
+    "array_task_id": pl.String(),
+    "nodelist": pl.String(),
+    "work_dir": pl.String(),
+    "stdout": pl.String(),
+    "stderr": pl.String(),
+    "tasks": pl.Int64(),  # NumTasks (scontrol at job end), null when unknown
+}
+_JOB_TEXT = {  # field -> longest accepted (the hook bounds them the same way)
+    "cluster": 64,
+    "exit_code": 16,
+    "user": 64,
+    "name": 256,
+    "nodelist": 65536,
+    "work_dir": 4096,
+    "stdout": 4096,
+    "stderr": 4096,
+}
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _KINDS = ("critical", "distributed", "info")
 QUARANTINE = Path("signals") / "quarantine.jsonl"
@@ -103,6 +136,143 @@ def invalid(rec: Any) -> str | None:
     except UnicodeEncodeError:
         return "invalid UTF-8 (lone surrogate) in a field"
     return None
+
+
+def invalid_job(rec: Any) -> str | None:
+    """Why an EpilogSlurmctld job record cannot go into the store, or None when it is valid.
+
+    Its paths, user and job name come from the job: strings, bounded, without control
+    characters (they are globbed and printed later, never run)."""
+    if not isinstance(rec, dict):
+        return "not a JSON object"
+    if rec.get("kind") != "job":
+        return f"kind {rec.get('kind')!r:.40} is not a job record"
+    jid, run = rec.get("job_id"), rec.get("run", 0)
+    if not isinstance(jid, str) or not jid.isdigit() or len(jid) > 20:
+        return f"bad job_id {jid!r:.40}"
+    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < 2**31:
+        return f"bad run {run!r:.40}"
+    if not isinstance(rec.get("captured_at"), str):
+        return "no captured_at"
+    try:
+        datetime.fromisoformat(rec["captured_at"])
+    except ValueError:
+        return f"bad captured_at {rec['captured_at']!r:.40}"
+    for k, n in _JOB_TEXT.items():
+        v = rec.get(k, "")
+        if not isinstance(v, str):
+            return f"{k} is not a string"
+        if len(v) > n:
+            return f"{k} longer than {n}"
+        if not v.isprintable():
+            return f"{k} has control characters"
+    for k in ("array_job_id", "array_task_id"):
+        v = rec.get(k, "")
+        if not isinstance(v, str) or (v and not (v.isdigit() and len(v) <= 12)):
+            return f"bad {k} {v!r:.40}"
+    for k in ("uid", "tasks"):
+        v = rec.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32):
+            return f"bad {k} {v!r:.40}"
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "invalid UTF-8 (lone surrogate) in a field"
+    return None
+
+
+def _job_row(rec: dict[str, Any]) -> dict[str, Any]:
+    row = {k: rec.get(k, "") for k in JOB_SCHEMA}
+    row["run"] = int(rec.get("run", 0))
+    row["uid"] = rec.get("uid")
+    row["tasks"] = rec.get("tasks")
+    return row
+
+
+def load_jobs(store: Path) -> pl.DataFrame:
+    path = Path(store) / JOBS
+    return pl.read_parquet(path) if path.exists() else pl.DataFrame(schema=JOB_SCHEMA)
+
+
+def job_output(
+    store: Path | None, job_id: str, spools: list[Path] | tuple[Path, ...] = ()
+) -> dict[str, Any] | None:
+    """The latest run's EpilogSlurmctld record of ``job_id`` (its output patterns, work dir,
+    uid, user, name, array ids, node list) from the store and/or spools, or None."""
+    arr, _, task = str(job_id).partition("_")  # "123_4": array job 123's task 4
+
+    def mine(r: dict[str, Any]) -> bool:
+        if task:
+            return r.get("array_job_id") == arr and r.get("array_task_id") == task
+        return str(r.get("job_id")) == str(job_id)
+
+    best: dict[str, Any] | None = None
+    if store is not None:
+        df = load_jobs(store)
+        if task:
+            df = df.filter((pl.col("array_job_id") == arr) & (pl.col("array_task_id") == task))
+        else:
+            df = df.filter(pl.col("job_id") == str(job_id))
+        for r in df.iter_rows(named=True):
+            r["captured_at"] = r["captured_at"].isoformat() if r["captured_at"] else ""
+            best = _newer(best, r)
+    for rec in spool.read_records(list(spools), name=spool.JOB_FILE):
+        if mine(rec) and invalid_job(rec) is None:
+            best = _newer(best, _job_row(rec))
+    return best
+
+
+def _newer(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """The later capture: a requeued job's latest run, and a job id Slurm reused (a rebuilt
+    cluster starts counting again) names the newest job, whatever its run number."""
+    if a is None:
+        return b
+    ka = (datetime.fromisoformat(str(a["captured_at"])), int(a["run"]))
+    kb = (datetime.fromisoformat(str(b["captured_at"])), int(b["run"]))
+    return b if kb >= ka else a
+
+
+def collect_jobs(spools: list[Path], store: Path) -> dict[str, Any]:
+    """Merge the EpilogSlurmctld job records under ``spools`` into ``STORE/signals/jobs.parquet``
+    (idempotent: the newest capture of a (cluster, job, run) wins; bad ones are counted)."""
+    errors: list[str] = []
+    fresh: dict[tuple[Any, ...], dict[str, Any]] = {}
+    read = 0
+    for rec in spool.read_records(list(spools), errors, name=spool.JOB_FILE):
+        read += 1
+        why = invalid_job(rec)
+        if why is not None:
+            errors.append(f"job record {str(rec.get('job_id'))[:40]}: {why}")
+            continue
+        row = _job_row(rec)
+        key = tuple(row[k] for k in JOB_KEY)
+        if key not in fresh or row["captured_at"] >= fresh[key]["captured_at"]:
+            fresh[key] = row
+    old = load_jobs(store)
+    old_map = {
+        tuple(r[k] for k in JOB_KEY): {**r, "captured_at": r["captured_at"].isoformat()}
+        for r in old.iter_rows(named=True)
+    }
+
+    def same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+        ta = datetime.fromisoformat(str(a["captured_at"]))
+        tb = datetime.fromisoformat(str(b["captured_at"]))
+        return ta == tb and all(a[k] == b[k] for k in JOB_SCHEMA if k != "captured_at")
+
+    changed = {k: r for k, r in fresh.items() if k not in old_map or not same(old_map[k], r)}
+    if changed:
+        df = pl.DataFrame(
+            list(changed.values()), schema={**JOB_SCHEMA, "captured_at": pl.String()}
+        ).with_columns(pl.col("captured_at").str.to_datetime(time_zone="UTC", strict=False))
+        keep = old.join(df.select(JOB_KEY), on=list(JOB_KEY), how="anti")
+        _write_parquet(Path(store) / JOBS, pl.concat([keep, df]).sort(list(JOB_KEY)))
+    return {
+        "job_records_read": read,
+        "job_records_changed": len(changed),
+        "job_records_in_store": len(old) + sum(k not in old_map for k in changed),
+        "job_record_errors": errors[:50],
+        "n_job_record_errors": len(errors),
+    }
 
 
 def _row(rec: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +347,7 @@ def collect(spools: list[Path], store: Path) -> dict[str, Any]:
         merged = pl.concat([keep, new]).sort(list(KEY))
         _write_parquet(Path(store) / RECORDS, merged)
     report["records_in_store"] = len(old) + added
+    report.update(collect_jobs(spools, store))
     return report
 
 

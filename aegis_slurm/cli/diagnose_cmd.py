@@ -93,7 +93,11 @@ def signals_view(
 
 
 def logs_view(
-    job_id: str, paths: list[Path], store: Path | None, listed_nodes: list[str]
+    job_id: str,
+    paths: list[Path],
+    store: Path | None,
+    listed_nodes: list[str],
+    spools: list[Path] | None = None,
 ) -> dict[str, Any]:
     """The L4 verdict (``aegis-slurm logs --json``'s keys), or ``{"error": ...}``.
 
@@ -103,7 +107,7 @@ def logs_view(
         from aegis_slurm.logs import Layout, diagnose_job_logs, diagnose_logs
 
         try:
-            _, verdict = diagnose_job_logs(job_id, paths=paths, store=store)
+            _, verdict = diagnose_job_logs(job_id, paths=paths, store=store, spools=spools or [])
         except (NoDataError, ServiceError):
             if not paths:
                 raise
@@ -236,7 +240,7 @@ def diagnose(
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--nodes") from None
     out = signals_view(job_id, list(spools), store, run, listed, job_state, repair_after)
-    logs = logs_view(job_id, list(log_paths), store, listed) if want_logs else None
+    logs = logs_view(job_id, list(log_paths), store, listed, list(spools)) if want_logs else None
     metrics = metrics_view(prometheus, job_id, store) if prometheus else None
     out["logs"] = logs
     out["metrics"] = metrics

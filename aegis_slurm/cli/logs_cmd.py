@@ -63,7 +63,7 @@ def logs(
             summary.load_summaries(paths), summary.load_summaries(baseline)
         )
     elif job_id is not None:
-        _, verdict = diagnose_job_logs(
+        info, verdict = diagnose_job_logs(
             job_id,
             paths=paths,
             store=store,
@@ -71,6 +71,8 @@ def logs(
             tasks_per_node=tasks_per_node,
             ranks_per_node=ranks_per_node,
         )
+        for why in info.refused[:5]:  # the job's own paths that were not the job's files
+            click.echo(f"aegis-slurm: warning: not read: {why}", err=True)
     else:
         if not paths:
             raise click.UsageError("give log PATHs, or --job JOBID")

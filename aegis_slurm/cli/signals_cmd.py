@@ -47,5 +47,9 @@ def collect_cmd(spools: tuple[Path, ...], store: Path, as_json: bool) -> None:
         f"{rep['records_read']} records read: {rep['added']} added, {rep['updated']} "
         f"updated, {rep['unchanged']} unchanged; {rep['records_in_store']} in {store}"
     )
-    for e in rep["errors"]:
+    click.echo(
+        f"{rep['job_records_read']} EpilogSlurmctld job records read: "
+        f"{rep['job_records_changed']} new or changed; {rep['job_records_in_store']} in {store}"
+    )
+    for e in rep["errors"] + rep["job_record_errors"]:
         click.echo(f"  skipped: {e}", err=True)

@@ -153,3 +153,18 @@ def test_concurrent_epilogs_on_one_node_lose_nothing(tmp_path):
     assert [p.wait() for p in procs] == [0, 0, 0, 0]
     jobs = {r["job_id"] for r in spool.read_records([tmp_path])}
     assert jobs == {f"{w}-{i}" for w in range(4) for i in range(25)}
+
+
+def test_append_replaces_only_the_same_key_however_the_job_id_was_spelled(tmp_path):
+    """Lines are pre-filtered by how they spell the job id before being parsed: a number or a
+    string of the same id is the same key; 5 is not 55 nor 15."""
+    from aegis_slurm.node import spool as sp
+
+    base = {"node": "n1", "cluster": "c", "run": 0, "captured_at": "t"}
+    for jid in (5, "55", "15", 'x"5'):
+        sp.append(tmp_path, {**base, "job_id": jid})
+    sp.append(tmp_path, {**base, "job_id": "5", "new": True})
+    sp.append(tmp_path, {**base, "job_id": 'x"5', "new": True})
+    recs = list(sp.read_records([tmp_path]))
+    assert sorted(str(r["job_id"]) for r in recs) == ["15", "5", "55", 'x"5']
+    assert {str(r["job_id"]) for r in recs if r.get("new")} == {"5", 'x"5'}

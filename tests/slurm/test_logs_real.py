@@ -1,16 +1,20 @@
 """End to end on the real cluster: a 4-node ``srun --label`` job where one node's task fails;
-``aegis-slurm logs --job`` finds its output file and node list through scontrol and names it."""
+``aegis-slurm logs --job`` finds its output file and node list through scontrol and names it,
+and again after slurmctld forgot the job, from the EpilogSlurmctld's recorded output pattern."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from aegis_slurm.logs.job import parse_scontrol
+from aegis_slurm.node import spool
 
 from .conftest import REPO, SlurmCluster
 
@@ -105,3 +109,135 @@ def test_logs_job_names_the_failed_node(slurm_cluster: SlurmCluster, tmp_path: P
     assert with_base["baseline_events"] > 0
     assert with_base["nodes"][0]["node"] == nodes[2]
     assert "ECC" in with_base["lines"][0]["text"]
+
+
+HOOK = REPO / "epilog" / "aegis-epilog"
+
+
+def _set_min_job_age(cluster: SlurmCluster, seconds: int) -> None:
+    """Rewrite slurm.conf's MinJobAge and make slurmctld re-read it (only slurmctld uses it)."""
+    lines = cluster.conf.read_text().splitlines()
+    lines = [f"MinJobAge={seconds}" if ln.startswith("MinJobAge=") else ln for ln in lines]
+    tmp = cluster.conf.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(cluster.conf)
+    cluster.run(["scontrol", "reconfigure"])
+    shown = cluster.run(["scontrol", "show", "config"]).stdout
+    assert re.search(rf"^MinJobAge\s+=\s+{seconds} sec$", shown, re.M), shown
+
+
+@pytest.fixture
+def ctld_site(slurm_cluster: SlurmCluster, tmp_path: Path):
+    """EpilogSlurmctld is aegis' hook (installed as docs/epilog.md says, through a two-line
+    site wrapper); the node Epilog stays the recording hook."""
+    tmp_path.chmod(0o755)
+    cfg = tmp_path / "cbd.toml"
+    cfg.write_text(
+        f'[runtime]\nstate_dir = "{tmp_path}/state"\n'
+        f'[epilog]\nspool_dir = "{tmp_path}/spool"\nslurm_conf = "{slurm_cluster.conf}"\n'
+        "tag = false\n"
+    )
+    hook = tmp_path / "aegis-epilog-site"
+    hook.write_text(
+        f'#!/bin/sh\nAEGIS_CBD_CONFIG={cfg}\nexport AEGIS_CBD_CONFIG\nexec /bin/sh {HOOK} "$@"\n'
+    )
+    hook.chmod(0o755)
+    slurm_cluster.set_hooks(epilog_ctld=hook)
+    try:
+        yield tmp_path
+    finally:
+        _set_min_job_age(slurm_cluster, 300)  # the testbed's value (tools/slurm-testbed.sh)
+        slurm_cluster.reset()
+
+
+def test_logs_job_after_slurmctld_forgot_the_job(
+    slurm_cluster: SlurmCluster, ctld_site: Path
+) -> None:
+    """A 4-node ``srun --label`` job with ``--output=...-%j-%N.out`` whose task 2 fails; once
+    slurmctld forgot it, ``logs --job --store`` finds its output from the EpilogSlurmctld's
+    recorded pattern and names the failed node.  The baseline (an earlier COMPLETED run of the
+    same name, written elsewhere) is found from its own record."""
+    c = slurm_cluster
+    jobs = c.directory / "jobs"
+    pattern = str(jobs / "l4gone-%j-%N.out")
+    argv = ["-N4", "--ntasks-per-node=1", "-J", "l4-gone"]
+    # not this job's path with the id replaced; %A/%a outside an array: the job id, NO_VAL
+    ok_pattern = str(jobs / "l4gone-ok-%x-%4j-%A-%a.out")
+    good = c.submit([*argv, "-o", ok_pattern, "--export=ALL,L4_FAIL=none"], script=SCRIPT)
+    c.wait_state(good, ["COMPLETED"])
+    job = c.submit([*argv, "-o", pattern, "--export=ALL,L4_FAIL=2"], script=SCRIPT)
+    c.wait_state(job, ["FAILED"])
+    shown_stdout = c.job_field(job, "StdOut")  # what 22.05's scontrol makes of %N (docs/logs.md)
+    assert shown_stdout == str(jobs / f"l4gone-{job}-%N.out")
+
+    # the EpilogSlurmctld spooled the job's output pattern, unexpanded
+    spool_dir = ctld_site / "spool"
+    deadline = time.monotonic() + 60
+    recs: list[dict] = []
+    while time.monotonic() < deadline and not recs:
+        recs = [
+            r
+            for r in spool.read_records([spool_dir], name=spool.JOB_FILE)
+            if r["job_id"] == str(job)
+        ]
+        time.sleep(0.5)
+    assert len(recs) == 1, list(spool_dir.rglob("*"))
+    rec = recs[0]
+    assert rec["stdout"] == pattern and rec["stderr"] == "", rec
+    assert (rec["user"], rec["name"], rec["exit_code"]) == ("alice", "l4-gone", "1:0")
+    assert rec["uid"] == c.uid("alice") and rec["work_dir"] == str(jobs)
+    assert rec["tasks"] == 4  # NumTasks, asked from slurmctld inside the hook (COMPLETING)
+    # the job's nodes as accounting has them (scontrol's NodeList shrinks while COMPLETING)
+    acct = c.run(["sacct", "-n", "-P", "-X", "-j", str(job), "-o", "NodeList"]).stdout.split()[-1]
+    nodes = c.run(["scontrol", "show", "hostnames", acct]).stdout.split()
+    assert (
+        len(nodes) == 4
+        and c.run(["scontrol", "show", "hostnames", rec["nodelist"]]).stdout.split() == nodes
+    )
+    # slurmstepd named the file after the batch host's short hostname
+    (out,) = jobs.glob(f"l4gone-{job}-*.out")
+    assert "2: RuntimeError: CUDA error: uncorrectable ECC error" in out.read_text()
+
+    store = ctld_site / "store"
+    day = datetime.now(UTC).date()
+    c.wait_accounting_quiet(day.isoformat())
+    r = _cli(
+        c, "ingest", "--sacct", "--start", str(day), "--end", str(day + timedelta(days=1)),
+        "--store", str(store),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = _cli(c, "signals", "collect", "--spool", str(spool_dir), "--store", str(store), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["job_records_in_store"] == 2  # the good run (multi-node) too
+
+    # make slurmctld forget the job (MinJobAge, purged by slurmctld's periodic job purge)
+    _set_min_job_age(c, 2)
+    deadline = time.monotonic() + 240
+    while c.job_field(job, "JobState") is not None:
+        assert time.monotonic() < deadline, "slurmctld still knows the job"
+        time.sleep(2)
+    gone = c.run(["scontrol", "show", "job", str(job)], check=False)
+    assert "Invalid job id" in gone.stderr, (gone.stdout, gone.stderr)
+
+    r = _cli(c, "logs", "--job", str(job), "--json")
+    assert r.returncode == 4 and "pass --store" in r.stderr, (r.returncode, r.stderr)
+    r = _cli(c, "logs", "--job", str(job), "--store", str(store), "--json")
+    assert r.returncode == 0, r.stderr
+    verdict = json.loads(r.stdout)
+    assert verdict["nodes"][0]["node"] == nodes[2], (verdict, shown_stdout)
+    assert (jobs / f"l4gone-ok-l4-gone-{good:04d}-{good}-4294967294.out").exists()
+    assert verdict["baseline_events"] > 0  # the good run's file, from its own record
+    top = verdict["lines"][0]
+    assert "ECC" in top["text"]
+    assert top["file"] == str(out)
+    assert out.read_text().splitlines()[top["line"] - 1].endswith(top["text"])
+    r = _cli(c, "logs", "--job", str(job), "--store", str(store))
+    assert r.returncode == 0 and f"culprit node(s): {nodes[2]}" in r.stdout, r.stdout
+    r = _cli(c, "diagnose", str(job), "--store", str(store), "--find-logs", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["logs"]["nodes"][0]["node"] == nodes[2] and "logs" in d["named_by"][nodes[2]]
+    # and 22.05's sacct has no field that would have kept the paths (docs/logs.md)
+    for field in ("StdOut", "StdErr"):
+        r = c.run(["sacct", "-n", "-X", "-j", str(job), "-o", field], check=False)
+        assert r.returncode != 0 and "Invalid field requested" in r.stderr, (field, r.stderr)
