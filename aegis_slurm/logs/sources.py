@@ -133,6 +133,12 @@ def read_file(
     has_labels = any_label and df["task"].null_count() < df.height
     if has_labels:
         df = df.with_columns(pl.col("text", "shape").str.replace(_SRUN_LABEL, ""))
+        if node_hint is not None and layout.tasks_per_node and layout.nodes:
+            # a file named after one node (``-o %j-%N.out`` of a batch job names the batch
+            # host) whose labels are several nodes' tasks is a combined file: labels win
+            spans = df.select(_map_index(df, "task", layout.tasks_per_node, layout, "task"))
+            if spans.to_series().drop_nulls().n_unique() > 1:
+                node_hint = None
     if fallback is not None and not layout.nodes:
         node_hint = node_hint or fallback
     rank = pl.col("text").str.extract(_RANK_PREFIX, 2).cast(pl.Int64, strict=False)
@@ -231,6 +237,12 @@ def _lines(data: bytes) -> pl.Series:
 
 def _map_index(df: pl.DataFrame, col: str, per: int | None, layout: Layout, kind: str) -> pl.Expr:
     values = df[col].drop_nulls().unique().sort().to_list()
+    many = bool(values) and values[-1] >= len(layout.nodes)
+    if per is None and kind == "task" and layout.nodes and many:
+        # more tasks than nodes and no layout given: srun's default block distribution (task t
+        # on node t // ceil(tasks / nodes)), not one task per node, which would blame node k
+        # for task k's lines
+        per = -(-(int(values[-1]) + 1) // len(layout.nodes))
     mapping = {v: _node_for(int(v), per, layout, kind) for v in values}
     return pl.col(col).replace_strict(mapping, default=None, return_dtype=pl.String)
 

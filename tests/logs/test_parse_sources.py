@@ -116,3 +116,33 @@ def test_node_named_inside_the_file_name(tmp_path: Path) -> None:
         _write(tmp_path / f"4242-{n}.log", "x\n")
     files = list(read_logs([tmp_path], Layout(nodes=("gpu-a1", "gpu-a2"))))
     assert [f.nodes for f in files] == [["gpu-a1"], ["gpu-a2"]]
+
+
+def test_a_file_named_after_the_batch_host_holding_every_task_is_read_by_its_labels(tmp_path):
+    # -o %j-%N.out -e %j-%N.err in a batch job: both files carry the batch host's name, the
+    # .out holds every task's labelled lines; task 3 (on n2 with 2 tasks per node) failed
+    (tmp_path / "4242-n1.out").write_text(
+        "0: step 1 loss 2.1\n1: step 1 loss 2.1\n2: step 1 loss 2.1\n"
+        "3: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    (tmp_path / "4242-n1.err").write_text("srun: error: n2: task 3: Exited with exit code 1\n")
+    lay = Layout(nodes=("n1", "n2"), tasks_per_node=2)
+    files = {f.path.suffix: f for f in read_logs([tmp_path], lay)}
+    out = files[".out"].frame
+    failing = out.filter(pl.col("text").str.contains("illegal memory access"))
+    assert failing["node"].to_list() == ["n2"]
+    assert sorted(files[".out"].nodes) == ["n1", "n2"]
+    assert files[".err"].nodes == ["n1"]  # no labels: still the file's own node
+
+
+def test_labels_beyond_the_node_count_follow_block_distribution(tmp_path):
+    # 16 tasks on 2 nodes, tasks per node not given: task 12 runs on the second node (srun's
+    # block distribution), not on "task12" or on node 12 % 2
+    lines = [f"{t}: iteration 10 ok" for t in range(16)]
+    lines.append("12: NCCL error: unhandled system error")
+    f = tmp_path / "slurm-77.out"
+    f.write_text("\n".join(lines) + "\n")
+    (lf,) = read_logs([f], Layout(nodes=("gpu01", "gpu02")))
+    bad = lf.frame.filter(pl.col("text").str.contains("NCCL error"))
+    assert bad["node"].to_list() == ["gpu02"]
+    assert sorted(lf.nodes) == ["gpu01", "gpu02"]
