@@ -134,9 +134,20 @@ def metrics_view(url: str, job_id: str, store: Path | None) -> dict[str, Any]:
         return {"error": str(e)}
 
 
-def named_by(signals: dict[str, Any], logs: dict | None, metrics: dict | None) -> dict[str, list]:
+def named_by(
+    signals: dict[str, Any],
+    logs: dict | None,
+    metrics: dict | None,
+    job_nodes: list[str] | None = None,
+) -> dict[str, list]:
     """node -> the sources that name it as a culprit (a log verdict of "all nodes" names none:
-    the same failure on every node is the job's, not a node's)."""
+    the same failure on every node is the job's, not a node's).
+
+    When the job's nodes are known, a log or metrics unit that is not one of them (a combined
+    ``slurm-4242.out`` read as one unit, a rank no layout mapped) names no node: it stays in its
+    source's section, never a culprit line.
+    """
+    known = set(job_nodes or [])
     named: dict[str, list[str]] = {}
     for node in signals.get("nodes", []):
         named.setdefault(node, []).append("signals")
@@ -147,6 +158,8 @@ def named_by(signals: dict[str, Any], logs: dict | None, metrics: dict | None) -
         for f in metrics.get("faulty", []):
             if "metrics" not in named.setdefault(f["node"], []):
                 named[f["node"]].append("metrics")
+    if known:
+        named = {n: src for n, src in named.items() if n in known or src == ["signals"]}
     # most sources first; among equals, the order the sources rank them in (signals' culprits,
     # then the logs' most suspicious, then metrics'), which dict insertion order keeps
     rank = {n: i for i, n in enumerate(named)}
@@ -244,7 +257,8 @@ def diagnose(
     metrics = metrics_view(prometheus, job_id, store) if prometheus else None
     out["logs"] = logs
     out["metrics"] = metrics
-    out["named_by"] = named_by(out, logs, metrics)
+    job_nodes = out.get("job_nodes") or listed or (out.get("job") or {}).get("nodes") or []
+    out["named_by"] = named_by(out, logs, metrics, job_nodes)
     has_data = (
         out["verdict"] != "no-records"
         or (logs is not None and "error" not in logs)

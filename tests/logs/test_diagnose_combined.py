@@ -105,3 +105,19 @@ def test_no_source_with_data_is_exit_no_data(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     code, out = diagnose("--spool", str(tmp_path / "empty"))
     assert code == EXIT_NO_DATA and out["verdict"] == "no-records" and out["named_by"] == {}
+
+
+def test_a_log_file_name_is_never_a_culprit_node(tmp_path: Path) -> None:
+    # an unprefixed combined stdout is read as one unit named after the file; with the job's
+    # nodes known, that name is not a node and must not be printed as the culprit
+    log = tmp_path / "slurm-4711.out"
+    log.write_text(
+        "step 10 loss 2.3\n" * 50
+        + "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    other = tmp_path / "slurm-4711.err"
+    other.write_text("step 10 loss 2.3\n" * 50)
+    code, out = diagnose("--nodes", "gpu[01-02]", "--logs", str(tmp_path))
+    assert code == 0 and out["logs"] and "error" not in out["logs"]
+    assert {n["node"] for n in out["logs"]["nodes"]} & {"slurm-4711"}  # the logs' own view
+    assert "slurm-4711" not in out["named_by"]
