@@ -415,20 +415,56 @@ def load_runs(
     *,
     start: datetime | None = None,
     end: datetime | None = None,
+    where: pl.Expr | None = None,
 ) -> pl.DataFrame:
-    """The job-run table (``RUN_SCHEMA``), optionally limited to runs ending in [start, end).
+    """The job-run table (``RUN_SCHEMA``), optionally limited to runs ending in [start, end)
+    and to the rows ``where`` keeps (an expression over the stored columns).
 
-    ``run_index`` numbers the runs of each job in Submit order across the whole store.
+    ``run_index`` numbers the runs of each job in Submit order across the whole store.  With a
+    window or ``where`` only the matching rows are read (the predicate is pushed down into the
+    Parquet scan); the numbering then comes from the runs of the jobs that have several, found
+    by one scan of the integer ``job_id_raw`` column (:func:`_load_some`).
     """
     store = _usable_path(store)
     for _attempt in range(5):
         files = sorted((store / "runs").glob("month=*/part-*.parquet"))
         try:
-            return _load_runs(store, files, start, end)
+            return _load_runs(store, files, start, end, where)
         except (OSError, pl.exceptions.PolarsError) as exc:
             if all(path.exists() for path in files):
                 raise _damaged(store, files, exc) from exc
             # An ingest compacted a month while we read: list the parts again.
+    raise StoreError(f"{store}: the store kept changing while it was read; try again")
+
+
+def load_job_runs(store: Path | str, job_id: str) -> pl.DataFrame:
+    """Every run of job ``job_id`` in the store, oldest first: ``job_runs(load_runs(store),
+    job_id)`` reading only that job's rows (the match is pushed down into the Parquet scan)."""
+    return job_runs(load_runs(store, where=_job_match(job_id)), job_id)
+
+
+def ended_per_month(store: Path | str) -> pl.DataFrame:
+    """Runs with an End time per UTC month of it (columns ``m`` = ``YYYY-MM``, ``len``), read
+    from the key and End columns only; a key an ingest left repeated counts once."""
+    store = _usable_path(store)
+    for _attempt in range(5):
+        files = sorted((store / "runs").glob("month=*/part-*.parquet"))
+        try:
+            if not _checked(store, files):
+                return pl.DataFrame(schema={"m": pl.String, "len": pl.UInt32})
+            return (
+                pl.scan_parquet(files)
+                .filter(pl.col("end_time").is_not_null())
+                .select(_key_hash(), pl.col("end_time").dt.strftime("%Y-%m").alias("m"))
+                .unique("_key_hash")
+                .group_by("m")
+                .len()
+                .sort("m")
+                .collect()
+            )
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            if all(path.exists() for path in files):
+                raise _damaged(store, files, exc) from exc
     raise StoreError(f"{store}: the store kept changing while it was read; try again")
 
 
@@ -437,9 +473,18 @@ def job_runs(runs: pl.DataFrame, job_id: str) -> pl.DataFrame:
 
     ``job_id`` is matched as sacct prints it: the numeric JobIDRaw, or JobID (``123_4`` for an
     array task, ``123+1`` for a het component).  Empty when the table does not hold the job.
+    To look a job up in a store, :func:`load_job_runs` reads only its rows.
     """
-    match = (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id)
-    return runs.filter(match).sort("run_index")
+    return runs.filter(_job_match(job_id)).sort("run_index")
+
+
+def _job_match(job_id: str) -> pl.Expr:
+    job_id = job_id.strip()
+    by_name = pl.col("job_id") == job_id
+    # An integer comparison (not a cast to text) lets the scan skip row groups by statistics.
+    if job_id.isascii() and job_id.isdigit() and len(job_id) < 19:
+        return (pl.col("job_id_raw") == int(job_id)) | by_name
+    return by_name
 
 
 def _damaged(store: Path, files: list[Path], exc: BaseException) -> StoreError:
@@ -466,46 +511,149 @@ def part_problem(path: Path) -> str | None:
     return None
 
 
-def _load_runs(
-    store: Path, files: list[Path], start: datetime | None, end: datetime | None
-) -> pl.DataFrame:
+def _window(start: datetime | None, end: datetime | None, where: pl.Expr | None) -> pl.Expr:
+    """Runs that ended in [start, end), and ``where``.
+
+    A run sacct printed with End=Unknown (seen on NODE_FAIL) ended at Start + Elapsed: it
+    belongs to the window that time falls in, as the analytics impute it.
+    """
+    ended_at = pl.coalesce(
+        pl.col("end_time"), pl.col("start_time") + pl.duration(seconds=pl.col("elapsed_s"))
+    )
+    keep = pl.lit(True) if where is None else where
+    if start is not None:
+        keep &= ended_at >= start
+    if end is not None:
+        keep &= ended_at < end
+    return keep
+
+
+def _checked(store: Path, files: list[Path]) -> bool:
+    """False when the store holds no part; StoreError when it is no store at all."""
     if not (store / "meta.json").exists() and not files:
         raise StoreError(f"{store}: not an aegis-slurm store (no meta.json); run ingest first")
     open_store(store)
-    if not files:
+    return bool(files)
+
+
+def _load_runs(
+    store: Path,
+    files: list[Path],
+    start: datetime | None,
+    end: datetime | None,
+    where: pl.Expr | None = None,
+) -> pl.DataFrame:
+    """The rows of ``files`` (one listing of the store) that ``load_runs`` returns."""
+    if start is None and end is None and where is None:
+        return _load_all(store, files)
+    return _load_some(store, files, _window(start, end, where))
+
+
+def _load_all(store: Path, files: list[Path]) -> pl.DataFrame:
+    """The whole store (every column of every run)."""
+    if not _checked(store, files):
         return empty_runs()
     scan = pl.scan_parquet(files)
-    # run_index needs every run of a job, so it is computed over the key columns of the whole
-    # store; the other columns are read only for the rows the time filter keeps.
-    keys = scan.select(*KEY, "start_time", "end_time", "elapsed_s", "ended", _INGESTED).collect()
+    keys = scan.select(*KEY, "start_time", "ended", _INGESTED).collect()
     if keys.select(KEY).n_unique() != keys.height:  # an ingest stopped before compacting
         keys = _deduplicate(keys.lazy()).collect()
         scan = _deduplicate(scan)
     keys = keys.with_columns(_run_index(keys))
-    # A run sacct printed with End=Unknown (seen on NODE_FAIL) ended at Start + Elapsed: it
-    # belongs to the window that time falls in, as the analytics impute it.
-    ended_at = pl.coalesce(
-        pl.col("end_time"), pl.col("start_time") + pl.duration(seconds=pl.col("elapsed_s"))
-    )
-    window = pl.lit(True)
-    if start is not None:
-        window &= ended_at >= start
-    if end is not None:
-        window &= ended_at < end
-    keys = keys.filter(window)
-    runs = scan.filter(window).drop("run_index", _INGESTED, strict=False).collect()
+    runs = scan.drop("run_index", _INGESTED, strict=False).collect()
     # Both reads keep file order, so run_index lines up row for row; a join (the fallback,
     # should that ever not hold) would copy every column of a multi-million-row table.
     if runs.select(KEY).equals(keys.select(KEY)):
         runs = runs.with_columns(_chunked_like(keys.get_column("run_index"), runs))
     else:
-        runs = runs.join(
+        runs = _with_run_index(runs, keys)
+    return _as_table(runs)
+
+
+def _load_some(store: Path, files: list[Path], keep: pl.Expr) -> pl.DataFrame:
+    """The rows ``keep`` selects, read month by month with the predicate pushed down.
+
+    A month is read whole (then de-duplicated) only when it holds a repeated key -- an ingest
+    stopped between publishing and compacting -- so a stale copy never stands in for the final
+    record.  ``run_index`` needs every run of a job, wherever its month: the jobs of the kept
+    rows whose ``job_id_raw`` (constant over a job's runs) occurs more than once in the store
+    are read again, key columns only, and numbered over all their runs.
+    """
+    if not _checked(store, files):
+        return empty_runs()
+    # The predicate sees text columns as the table has them ("" rather than the stored null).
+    texts = [name for name in keep.meta.root_names() if name in _TEXT_COLUMNS]
+    as_read = [pl.col(name).fill_null("") for name in dict.fromkeys(texts)]
+    hits = (
+        pl.scan_parquet(files, include_file_paths="_file")
+        .with_columns(as_read)
+        .filter(keep)
+        .select(pl.col("_file").unique())
+        .collect()
+        .get_column("_file")
+        .to_list()
+    )
+    months = sorted({Path(f).parent for f in hits})
+    frames = []
+    for folder in months:
+        parts = [p for p in files if p.parent == folder]
+        month = pl.scan_parquet(parts)
+        keys = month.select(_key_hash()).collect().to_series()
+        if keys.n_unique() != keys.len():
+            month = _deduplicate(month)
+        frames.append(month.with_columns(as_read).filter(keep).drop("run_index", strict=False))
+    if not frames:
+        return empty_runs()
+    runs = pl.concat(frames, how="vertical").collect()
+    return _as_table(_with_run_index(runs, _repeated_job_keys(files, runs)))
+
+
+def _repeated_job_keys(files: list[Path], runs: pl.DataFrame) -> pl.DataFrame:
+    """Key columns of every run of the jobs in ``runs`` that ran more than once, numbered."""
+    raw = runs.get_column("job_id_raw")
+    ids = raw.drop_nulls().unique()
+    scan = pl.scan_parquet(files)
+    # Superset of the jobs with several runs: their JobIDRaw repeats.  Rows without one are
+    # matched by JobID (rare: sacct always prints JobIDRaw; kept for hand-made exports).
+    repeated = (
+        scan.select("job_id_raw")
+        .filter(pl.col("job_id_raw").is_in(ids.implode()))
+        .group_by("job_id_raw")
+        .len()
+        .filter(pl.col("len") > 1)
+        .collect()
+        .get_column("job_id_raw")
+    )
+    match = pl.col("job_id_raw").is_in(repeated.implode())
+    no_raw = runs.filter(pl.col("job_id_raw").is_null()).get_column("job_id").unique()
+    if no_raw.len():
+        match |= pl.col("job_id").is_in(no_raw.implode()) | pl.col("job_id_raw").is_null()
+    keys = scan.filter(match).select(*KEY, "job_id_raw", "start_time", "ended", _INGESTED)
+    keys = keys.collect()
+    if keys.select(KEY).n_unique() != keys.height:
+        keys = _deduplicate(keys.lazy()).collect()
+    return keys.with_columns(_run_index(keys))
+
+
+def _with_run_index(runs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` with the ``run_index`` of ``keys`` (0 for a run whose key is not there: its job
+    ran once), joined on the key columns only, so the wide table is not copied."""
+    index = (
+        runs.select(KEY)
+        .join(
             keys.select(*KEY, "run_index"),
             on=list(KEY),
             how="left",
             nulls_equal=True,
             maintain_order="left",
         )
+        .get_column("run_index")
+        .fill_null(0)
+    )
+    return runs.with_columns(_chunked_like(index, runs))
+
+
+def _as_table(runs: pl.DataFrame) -> pl.DataFrame:
+    """Stored columns back to ``RUN_SCHEMA`` (text columns hold "" again)."""
     stored_empty = [name for name in _TEXT_COLUMNS if runs.get_column(name).null_count()]
     return (
         runs.select(list(RUN_SCHEMA))

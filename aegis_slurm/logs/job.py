@@ -89,22 +89,22 @@ def from_store(job_id: str, store: str | Path) -> tuple[JobInfo | None, str | No
     last COMPLETED before it), if any."""
     import polars as pl
 
-    from aegis_slurm.accounting import job_runs, load_runs
+    from aegis_slurm.accounting import load_job_runs, load_runs
 
-    runs = load_runs(store)
-    mine = job_runs(runs, job_id)
+    mine = load_job_runs(store, job_id)
     if mine.height == 0:
         return None, None
     row = mine.row(-1, named=True)
     info = JobInfo(
         job_id=job_id, user=row["user"], name=row["job_name"], nodes=tuple(row["nodes"] or ())
     )
-    prior = runs.filter(
-        (pl.col("user") == row["user"])
+    prior = load_runs(
+        store,
+        where=(pl.col("user") == row["user"])
         & (pl.col("job_name") == row["job_name"])
         & (pl.col("state") == "COMPLETED")
         & (pl.col("job_id") != row["job_id"])
-        & (pl.col("end_time") <= (row["start_time"] or row["submit_time"]))
+        & (pl.col("end_time") <= (row["start_time"] or row["submit_time"])),
     ).sort("end_time")
     base = str(prior["job_id_raw"][-1]) if prior.height else None
     return info, base
