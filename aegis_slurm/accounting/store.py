@@ -681,23 +681,32 @@ def _chunked_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
 def _run_index(keys: pl.DataFrame) -> pl.Series:
     """Each run's 0-based order among the runs of its job (Submit, then Start order).
 
-    Most jobs ran once, so the windowed numbering runs only over jobs with several runs: a
-    window over millions of one-row groups is what made loading a large store slow.
+    Most jobs ran once, so only the jobs with several runs are numbered, by one sort and a
+    running count from each job's first row (a window with an ordering over a million groups
+    took seconds).
     """
     job = ["cluster", "job_id"]
     repeated = keys.select(pl.struct(job).is_duplicated()).to_series()
     index = pl.zeros(keys.height, dtype=pl.Int32, eager=True).alias("run_index")
     if not repeated.any():
         return index
-    rows = repeated.arg_true()
-    numbered = (
-        keys.filter(repeated)
-        .select(
-            pl.int_range(pl.len(), dtype=pl.Int32).over(job, order_by=["submit_time", "start_time"])
-        )
-        .to_series()
+    at = pl.int_range(pl.len(), dtype=pl.Int64)
+    starts = (
+        (at == 0)
+        | pl.col("cluster").ne_missing(pl.col("cluster").shift())
+        | pl.col("job_id").ne_missing(pl.col("job_id").shift())
     )
-    return index.scatter(rows, numbered)
+    numbered = (
+        keys.select(*job, "submit_time", "start_time")
+        .with_row_index("_row")
+        .filter(repeated)
+        .sort([*job, "submit_time", "start_time", "_row"], nulls_last=False)
+        .select(
+            "_row",
+            (at - pl.when(starts).then(at).forward_fill()).cast(pl.Int32).alias("run_index"),
+        )
+    )
+    return index.scatter(numbered.get_column("_row"), numbered.get_column("run_index"))
 
 
 def append_log(store: Path, report: dict[str, Any]) -> None:

@@ -213,3 +213,46 @@ def test_ended_per_month_counts_each_run_once(tmp_path):
             ("2026-12", 1),
         ]
     )
+
+
+def order(rows: list[tuple], i: int) -> tuple:
+    """Submit, then Start (nulls first), then file order."""
+    _, _, submit, start = rows[i]
+    low = datetime(1970, 1, 1, tzinfo=UTC)
+    return (submit is not None, submit or low, start is not None, start or low, i)
+
+
+def test_run_index_is_the_order_of_submit_then_start_within_each_job():
+    from aegis_slurm.accounting.store import _run_index
+
+    rng = random.Random(5)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def when() -> datetime | None:  # few distinct values: ties and nulls are common
+        return None if rng.random() < 0.1 else t0 + timedelta(minutes=rng.randrange(30))
+
+    for _ in range(100):
+        n = rng.randrange(1, 40)
+        rows = [
+            (rng.choice(["a", "b", None]), rng.choice(["1", "2", None]), when(), when())
+            for _ in range(n)
+        ]
+        keys = pl.DataFrame(
+            rows,
+            schema={
+                "cluster": pl.String,
+                "job_id": pl.String,
+                "submit_time": pl.Datetime("us", "UTC"),
+                "start_time": pl.Datetime("us", "UTC"),
+            },
+            orient="row",
+        )
+
+        expected = [0] * n
+        for job in {(c, j) for c, j, _, _ in rows}:
+            mine = sorted(
+                (i for i in range(n) if rows[i][:2] == job), key=lambda i, r=rows: order(r, i)
+            )
+            for k, i in enumerate(mine):
+                expected[i] = k
+        assert _run_index(keys).to_list() == expected
