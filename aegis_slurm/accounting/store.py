@@ -452,16 +452,19 @@ def ended_per_month(store: Path | str) -> pl.DataFrame:
         try:
             if not _checked(store, files):
                 return pl.DataFrame(schema={"m": pl.String, "len": pl.UInt32})
-            return (
-                pl.scan_parquet(files)
+            # Month partition by partition: a key repeats only inside its partition, so
+            # memory holds one partition's key hashes, not the store's.
+            counts = [
+                pl.scan_parquet([p for p in files if p.parent == folder])
                 .filter(pl.col("end_time").is_not_null())
                 .select(_key_hash(), pl.col("end_time").dt.strftime("%Y-%m").alias("m"))
                 .unique("_key_hash")
                 .group_by("m")
                 .len()
-                .sort("m")
                 .collect()
-            )
+                for folder in sorted({p.parent for p in files})
+            ]
+            return pl.concat(counts).group_by("m").agg(pl.col("len").sum()).sort("m")
         except (OSError, pl.exceptions.PolarsError) as exc:
             if all(path.exists() for path in files):
                 raise _damaged(store, files, exc) from exc
