@@ -423,7 +423,7 @@ def load_runs(
     ``run_index`` numbers the runs of each job in Submit order across the whole store.  With a
     window or ``where`` only the matching rows are read (the predicate is pushed down into the
     Parquet scan); the numbering then comes from the runs of the jobs that have several, found
-    by one scan of the integer ``job_id_raw`` column (:func:`_load_some`).
+    by one scan of three integer id columns (:func:`_load_some`).
     """
     store = _usable_path(store)
     for _attempt in range(5):
@@ -578,8 +578,8 @@ def _load_some(store: Path, files: list[Path], keep: pl.Expr) -> pl.DataFrame:
     A month is read whole (then de-duplicated) only when it holds a repeated key -- an ingest
     stopped between publishing and compacting -- so a stale copy never stands in for the final
     record.  ``run_index`` needs every run of a job, wherever its month: the jobs of the kept
-    rows whose ``job_id_raw`` (constant over a job's runs) occurs more than once in the store
-    are read again, key columns only, and numbered over all their runs.
+    rows whose id (:func:`_job_hash`, constant over a job's runs) occurs more than once in the
+    store are read again, key columns only, and numbered over all their runs.
     """
     if not _checked(store, files):
         return empty_runs()
@@ -610,28 +610,35 @@ def _load_some(store: Path, files: list[Path], keep: pl.Expr) -> pl.DataFrame:
     return _as_table(_with_run_index(runs, _repeated_job_keys(files, runs)))
 
 
+def _job_hash() -> pl.Expr:
+    """A 64-bit hash that every run of a job shares, from integer columns only (reading the
+    JobID text of a whole store is what a windowed read avoids): the JobID's leading number
+    (array or het parent, else JobIDRaw), its array task and its het offset.  Equal for all runs
+    of one JobID, whether or not the export had JobIDRaw; a collision only reads a few more
+    keys, which are then numbered by the real key."""
+    base = pl.coalesce("array_job_id", "het_job_id", "job_id_raw")
+    return pl.struct(base, "array_task_id", "het_job_offset").hash().alias("_job_hash")
+
+
 def _repeated_job_keys(files: list[Path], runs: pl.DataFrame) -> pl.DataFrame:
     """Key columns of every run of the jobs in ``runs`` that ran more than once, numbered."""
-    raw = runs.get_column("job_id_raw")
-    ids = raw.drop_nulls().unique()
+    mine = runs.select(_job_hash()).to_series().unique()
     scan = pl.scan_parquet(files)
-    # Superset of the jobs with several runs: their JobIDRaw repeats.  Rows without one are
-    # matched by JobID (rare: sacct always prints JobIDRaw; kept for hand-made exports).
+    # Superset of the jobs with several runs: their job hash repeats in the store.
     repeated = (
-        scan.select("job_id_raw")
-        .filter(pl.col("job_id_raw").is_in(ids.implode()))
-        .group_by("job_id_raw")
+        scan.select(_job_hash())
+        .filter(pl.col("_job_hash").is_in(mine.implode()))
+        .group_by("_job_hash")
         .len()
         .filter(pl.col("len") > 1)
         .collect()
-        .get_column("job_id_raw")
+        .get_column("_job_hash")
     )
-    match = pl.col("job_id_raw").is_in(repeated.implode())
-    no_raw = runs.filter(pl.col("job_id_raw").is_null()).get_column("job_id").unique()
-    if no_raw.len():
-        match |= pl.col("job_id").is_in(no_raw.implode()) | pl.col("job_id_raw").is_null()
-    keys = scan.filter(match).select(*KEY, "job_id_raw", "start_time", "ended", _INGESTED)
-    keys = keys.collect()
+    keys = (
+        scan.filter(_job_hash().is_in(repeated.implode()))
+        .select(*KEY, "start_time", "ended", _INGESTED)
+        .collect()
+    )
     if keys.select(KEY).n_unique() != keys.height:
         keys = _deduplicate(keys.lazy()).collect()
     return keys.with_columns(_run_index(keys))

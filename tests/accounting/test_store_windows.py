@@ -256,3 +256,22 @@ def test_run_index_is_the_order_of_submit_then_start_within_each_job():
             for k, i in enumerate(mine):
                 expected[i] = k
         assert _run_index(keys).to_list() == expected
+
+
+def test_an_array_task_exported_with_and_without_jobidraw_is_one_job(tmp_path):
+    # The October run came from an export without JobIDRaw (its raw id is unknown), the
+    # November one from an export with it: one job, so November's run is its second.
+    october = tmp_path / "old.txt"
+    old_header = HEADER.replace("JobIDRaw|", "")
+    first = line(20, "14_2", "NODE_FAIL", D, D, D + timedelta(hours=1))
+    october.write_text(f"{old_header}\n{first.split('|', 1)[1]}\n")
+    later = line(20, "14_2", "COMPLETED", NOV, NOV, NOV + timedelta(hours=5))
+    store = tmp_path / "store"
+    ingest_files([october], store)
+    ingest_files([export(tmp_path, "new.txt", [later])], store)
+    whole = load_runs(store).sort("run_index")
+    assert whole["job_id_raw"].to_list() == [None, 20]
+    assert whole.select("state", "run_index").rows() == [("NODE_FAIL", 0), ("COMPLETED", 1)]
+    november = load_runs(store, start=NOV)
+    assert november.select("state", "run_index").rows() == [("COMPLETED", 1)]
+    assert load_job_runs(store, "14_2").equals(job_runs(whole, "14_2"))
