@@ -440,7 +440,13 @@ def load_runs(
 def load_job_runs(store: Path | str, job_id: str) -> pl.DataFrame:
     """Every run of job ``job_id`` in the store, oldest first: ``job_runs(load_runs(store),
     job_id)`` reading only that job's rows (the match is pushed down into the Parquet scan)."""
-    return job_runs(load_runs(store, where=_job_match(job_id)), job_id)
+    job_id = job_id.strip()
+    # A plain JobID "N" has JobIDRaw N (ingest derives it when the export lacks JobIDRaw), so a
+    # numeric id needs only the integer column: row groups are skipped by their statistics and
+    # no JobID text is read.  job_runs then applies the full match.
+    numeric = job_id.isascii() and job_id.isdigit() and len(job_id) < 19
+    where = pl.col("job_id_raw") == int(job_id) if numeric else pl.col("job_id") == job_id
+    return job_runs(load_runs(store, where=where), job_id)
 
 
 def ended_per_month(store: Path | str) -> pl.DataFrame:

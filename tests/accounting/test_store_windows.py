@@ -275,3 +275,5 @@ def test_an_array_task_exported_with_and_without_jobidraw_is_one_job(tmp_path):
     november = load_runs(store, start=NOV)
     assert november.select("state", "run_index").rows() == [("COMPLETED", 1)]
     assert load_job_runs(store, "14_2").equals(job_runs(whole, "14_2"))
+    by_raw = load_job_runs(store, "20")  # only the run that carries JobIDRaw, still the second
+    assert by_raw.equals(job_runs(whole, "20")) and by_raw["run_index"].to_list() == [1]
