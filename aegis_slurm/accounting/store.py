@@ -440,12 +440,11 @@ def load_runs(
 def load_job_runs(store: Path | str, job_id: str) -> pl.DataFrame:
     """Every run of job ``job_id`` in the store, oldest first: ``job_runs(load_runs(store),
     job_id)`` reading only that job's rows (the match is pushed down into the Parquet scan)."""
-    job_id = job_id.strip()
     # A plain JobID "N" has JobIDRaw N (ingest derives it when the export lacks JobIDRaw), so a
     # numeric id needs only the integer column: row groups are skipped by their statistics and
     # no JobID text is read.  job_runs then applies the full match.
-    numeric = job_id.isascii() and job_id.isdigit() and len(job_id) < 19
-    where = pl.col("job_id_raw") == int(job_id) if numeric else pl.col("job_id") == job_id
+    raw = _raw_id(job_id)
+    where = pl.col("job_id") == job_id if raw is None else pl.col("job_id_raw") == raw
     return job_runs(load_runs(store, where=where), job_id)
 
 
@@ -487,13 +486,18 @@ def job_runs(runs: pl.DataFrame, job_id: str) -> pl.DataFrame:
     return runs.filter(_job_match(job_id)).sort("run_index")
 
 
+def _raw_id(job_id: str) -> int | None:
+    """``job_id`` as the JobIDRaw it can equal (as sacct prints it: digits, no leading zero)."""
+    if job_id.isascii() and job_id.isdigit() and len(job_id) < 19 and str(int(job_id)) == job_id:
+        return int(job_id)
+    return None
+
+
 def _job_match(job_id: str) -> pl.Expr:
-    job_id = job_id.strip()
     by_name = pl.col("job_id") == job_id
+    raw = _raw_id(job_id)
     # An integer comparison (not a cast to text) lets the scan skip row groups by statistics.
-    if job_id.isascii() and job_id.isdigit() and len(job_id) < 19:
-        return (pl.col("job_id_raw") == int(job_id)) | by_name
-    return by_name
+    return by_name if raw is None else (pl.col("job_id_raw") == raw) | by_name
 
 
 def _damaged(store: Path, files: list[Path], exc: BaseException) -> StoreError:
