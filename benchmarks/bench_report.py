@@ -5,6 +5,10 @@ is simulated once (4096 nodes x ~a year) and cached under the system temp dir, s
 times only the report.  Prints figures only; nothing here asserts on wall-clock time.
 
     .venv/bin/python benchmarks/bench_report.py [--records 4000000] [--month 2024-06] [--fresh]
+
+With ``--tiled`` (issue 13, scale) the store is ``tiled_store.py``'s multi-year one, e.g.
+``--tiled --records 20000000 --month 2028-12``; ``bench_analytics.py --commands --tiled`` times
+every command and the report as the CLI runs them, with peak RSS.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from aegis_slurm.accounting import load_runs
+import polars as pl
+
 from aegis_slurm.accounting.store import write_runs
 from aegis_slurm.report.builder import build_report, render_html
 from aegis_slurm.report.compute import compute_report
@@ -55,12 +60,24 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=4096)
     ap.add_argument("--month", default="2024-06")
     ap.add_argument("--fresh", action="store_true", help="rebuild the cached store")
+    ap.add_argument(
+        "--tiled", action="store_true", help="a tiled multi-year store (tiled_store.py)"
+    )
     args = ap.parse_args()
-    root = cached_store(args.records, args.nodes, args.fresh)
+    if args.tiled:
+        from tiled_store import build, default_dir
+
+        root = default_dir(args.records, args.nodes)
+        if args.fresh and root.exists():
+            shutil.rmtree(root)
+        root = build(root, args.records, args.nodes, base_days=90.0)
+    else:
+        root = cached_store(args.records, args.nodes, args.fresh)
     store, events, signals = root / "store", root / "events.txt", root / "signals.parquet"
     month = Month.parse(args.month)
 
-    print(f"report for {month} (store: {load_runs(store).height:,} records)")
+    stored = pl.scan_parquet(sorted(store.glob("runs/month=*/part-*.parquet"))).select(pl.len())
+    print(f"report for {month} (store: {stored.collect().item():,} records)")
     # The same steps as build_report, timed one by one.
     t0 = time.perf_counter()
     inp = load_inputs(store, [events], [signals], month.period)

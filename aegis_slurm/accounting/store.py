@@ -415,20 +415,64 @@ def load_runs(
     *,
     start: datetime | None = None,
     end: datetime | None = None,
+    where: pl.Expr | None = None,
 ) -> pl.DataFrame:
-    """The job-run table (``RUN_SCHEMA``), optionally limited to runs ending in [start, end).
+    """The job-run table (``RUN_SCHEMA``), optionally limited to runs ending in [start, end)
+    and to the rows ``where`` keeps (an expression over the stored columns).
 
-    ``run_index`` numbers the runs of each job in Submit order across the whole store.
+    ``run_index`` numbers the runs of each job in Submit order across the whole store.  With a
+    window or ``where`` only the matching rows are read (the predicate is pushed down into the
+    Parquet scan); the numbering then comes from the runs of the jobs that have several, found
+    by one scan of three integer id columns (:func:`_load_some`).
     """
     store = _usable_path(store)
     for _attempt in range(5):
         files = sorted((store / "runs").glob("month=*/part-*.parquet"))
         try:
-            return _load_runs(store, files, start, end)
+            return _load_runs(store, files, start, end, where)
         except (OSError, pl.exceptions.PolarsError) as exc:
             if all(path.exists() for path in files):
                 raise _damaged(store, files, exc) from exc
             # An ingest compacted a month while we read: list the parts again.
+    raise StoreError(f"{store}: the store kept changing while it was read; try again")
+
+
+def load_job_runs(store: Path | str, job_id: str) -> pl.DataFrame:
+    """Every run of job ``job_id`` in the store, oldest first: ``job_runs(load_runs(store),
+    job_id)`` reading only that job's rows (the match is pushed down into the Parquet scan)."""
+    # A plain JobID "N" has JobIDRaw N (ingest derives it when the export lacks JobIDRaw), so a
+    # numeric id needs only the integer column: row groups are skipped by their statistics and
+    # no JobID text is read.  job_runs then applies the full match.
+    raw = _raw_id(job_id)
+    where = pl.col("job_id") == job_id if raw is None else pl.col("job_id_raw") == raw
+    return job_runs(load_runs(store, where=where), job_id)
+
+
+def ended_per_month(store: Path | str) -> pl.DataFrame:
+    """Runs with an End time per UTC month of it (columns ``m`` = ``YYYY-MM``, ``len``), read
+    from the key and End columns only; a key an ingest left repeated counts once."""
+    store = _usable_path(store)
+    for _attempt in range(5):
+        files = sorted((store / "runs").glob("month=*/part-*.parquet"))
+        try:
+            if not _checked(store, files):
+                return pl.DataFrame(schema={"m": pl.String, "len": pl.UInt32})
+            # Month partition by partition: a key repeats only inside its partition, so
+            # memory holds one partition's key hashes, not the store's.
+            counts = [
+                pl.scan_parquet([p for p in files if p.parent == folder])
+                .filter(pl.col("end_time").is_not_null())
+                .select(_key_hash(), pl.col("end_time").dt.strftime("%Y-%m").alias("m"))
+                .unique("_key_hash")
+                .group_by("m")
+                .len()
+                .collect()
+                for folder in sorted({p.parent for p in files})
+            ]
+            return pl.concat(counts).group_by("m").agg(pl.col("len").sum()).sort("m")
+        except (OSError, pl.exceptions.PolarsError) as exc:
+            if all(path.exists() for path in files):
+                raise _damaged(store, files, exc) from exc
     raise StoreError(f"{store}: the store kept changing while it was read; try again")
 
 
@@ -437,9 +481,23 @@ def job_runs(runs: pl.DataFrame, job_id: str) -> pl.DataFrame:
 
     ``job_id`` is matched as sacct prints it: the numeric JobIDRaw, or JobID (``123_4`` for an
     array task, ``123+1`` for a het component).  Empty when the table does not hold the job.
+    To look a job up in a store, :func:`load_job_runs` reads only its rows.
     """
-    match = (pl.col("job_id_raw").cast(pl.String) == job_id) | (pl.col("job_id") == job_id)
-    return runs.filter(match).sort("run_index")
+    return runs.filter(_job_match(job_id)).sort("run_index")
+
+
+def _raw_id(job_id: str) -> int | None:
+    """``job_id`` as the JobIDRaw it can equal (as sacct prints it: digits, no leading zero)."""
+    if job_id.isascii() and job_id.isdigit() and len(job_id) < 19 and str(int(job_id)) == job_id:
+        return int(job_id)
+    return None
+
+
+def _job_match(job_id: str) -> pl.Expr:
+    by_name = pl.col("job_id") == job_id
+    raw = _raw_id(job_id)
+    # An integer comparison (not a cast to text) lets the scan skip row groups by statistics.
+    return by_name if raw is None else (pl.col("job_id_raw") == raw) | by_name
 
 
 def _damaged(store: Path, files: list[Path], exc: BaseException) -> StoreError:
@@ -466,46 +524,156 @@ def part_problem(path: Path) -> str | None:
     return None
 
 
-def _load_runs(
-    store: Path, files: list[Path], start: datetime | None, end: datetime | None
-) -> pl.DataFrame:
+def _window(start: datetime | None, end: datetime | None, where: pl.Expr | None) -> pl.Expr:
+    """Runs that ended in [start, end), and ``where``.
+
+    A run sacct printed with End=Unknown (seen on NODE_FAIL) ended at Start + Elapsed: it
+    belongs to the window that time falls in, as the analytics impute it.
+    """
+    ended_at = pl.coalesce(
+        pl.col("end_time"), pl.col("start_time") + pl.duration(seconds=pl.col("elapsed_s"))
+    )
+    keep = pl.lit(True) if where is None else where
+    if start is not None:
+        keep &= ended_at >= start
+    if end is not None:
+        keep &= ended_at < end
+    return keep
+
+
+def _checked(store: Path, files: list[Path]) -> bool:
+    """False when the store holds no part; StoreError when it is no store at all."""
     if not (store / "meta.json").exists() and not files:
         raise StoreError(f"{store}: not an aegis-slurm store (no meta.json); run ingest first")
     open_store(store)
-    if not files:
+    return bool(files)
+
+
+def _load_runs(
+    store: Path,
+    files: list[Path],
+    start: datetime | None,
+    end: datetime | None,
+    where: pl.Expr | None = None,
+) -> pl.DataFrame:
+    """The rows of ``files`` (one listing of the store) that ``load_runs`` returns."""
+    if start is None and end is None and where is None:
+        return _load_all(store, files)
+    return _load_some(store, files, _window(start, end, where))
+
+
+def _load_all(store: Path, files: list[Path]) -> pl.DataFrame:
+    """The whole store (every column of every run)."""
+    if not _checked(store, files):
         return empty_runs()
     scan = pl.scan_parquet(files)
-    # run_index needs every run of a job, so it is computed over the key columns of the whole
-    # store; the other columns are read only for the rows the time filter keeps.
-    keys = scan.select(*KEY, "start_time", "end_time", "elapsed_s", "ended", _INGESTED).collect()
+    keys = scan.select(*KEY, "start_time", "ended", _INGESTED).collect()
     if keys.select(KEY).n_unique() != keys.height:  # an ingest stopped before compacting
         keys = _deduplicate(keys.lazy()).collect()
         scan = _deduplicate(scan)
     keys = keys.with_columns(_run_index(keys))
-    # A run sacct printed with End=Unknown (seen on NODE_FAIL) ended at Start + Elapsed: it
-    # belongs to the window that time falls in, as the analytics impute it.
-    ended_at = pl.coalesce(
-        pl.col("end_time"), pl.col("start_time") + pl.duration(seconds=pl.col("elapsed_s"))
-    )
-    window = pl.lit(True)
-    if start is not None:
-        window &= ended_at >= start
-    if end is not None:
-        window &= ended_at < end
-    keys = keys.filter(window)
-    runs = scan.filter(window).drop("run_index", _INGESTED, strict=False).collect()
+    runs = scan.drop("run_index", _INGESTED, strict=False).collect()
     # Both reads keep file order, so run_index lines up row for row; a join (the fallback,
     # should that ever not hold) would copy every column of a multi-million-row table.
     if runs.select(KEY).equals(keys.select(KEY)):
         runs = runs.with_columns(_chunked_like(keys.get_column("run_index"), runs))
     else:
-        runs = runs.join(
+        runs = _with_run_index(runs, keys)
+    return _as_table(runs)
+
+
+def _load_some(store: Path, files: list[Path], keep: pl.Expr) -> pl.DataFrame:
+    """The rows ``keep`` selects, read month by month with the predicate pushed down.
+
+    A month is read whole (then de-duplicated) only when it holds a repeated key -- an ingest
+    stopped between publishing and compacting -- so a stale copy never stands in for the final
+    record.  ``run_index`` needs every run of a job, wherever its month: the jobs of the kept
+    rows whose id (:func:`_job_hash`, constant over a job's runs) occurs more than once in the
+    store are read again, key columns only, and numbered over all their runs.
+    """
+    if not _checked(store, files):
+        return empty_runs()
+    # The predicate sees text columns as the table has them ("" rather than the stored null).
+    texts = [name for name in keep.meta.root_names() if name in _TEXT_COLUMNS]
+    as_read = [pl.col(name).fill_null("") for name in dict.fromkeys(texts)]
+    hits = (
+        pl.scan_parquet(files, include_file_paths="_file")
+        .with_columns(as_read)
+        .filter(keep)
+        .select(pl.col("_file").unique())
+        .collect()
+        .get_column("_file")
+        .to_list()
+    )
+    months = sorted({Path(f).parent for f in hits})
+    frames = []
+    for folder in months:
+        parts = [p for p in files if p.parent == folder]
+        month = pl.scan_parquet(parts)
+        keys = month.select(_key_hash()).collect().to_series()
+        if keys.n_unique() != keys.len():
+            month = _deduplicate(month)
+        frames.append(month.with_columns(as_read).filter(keep).drop("run_index", strict=False))
+    if not frames:
+        return empty_runs()
+    runs = pl.concat(frames, how="vertical").collect()
+    return _as_table(_with_run_index(runs, _repeated_job_keys(files, runs)))
+
+
+def _job_hash() -> pl.Expr:
+    """A 64-bit hash that every run of a job shares, from integer columns only (reading the
+    JobID text of a whole store is what a windowed read avoids): the JobID's leading number
+    (array or het parent, else JobIDRaw), its array task and its het offset.  Equal for all runs
+    of one JobID, whether or not the export had JobIDRaw; a collision only reads a few more
+    keys, which are then numbered by the real key."""
+    base = pl.coalesce("array_job_id", "het_job_id", "job_id_raw")
+    return pl.struct(base, "array_task_id", "het_job_offset").hash().alias("_job_hash")
+
+
+def _repeated_job_keys(files: list[Path], runs: pl.DataFrame) -> pl.DataFrame:
+    """Key columns of every run of the jobs in ``runs`` that ran more than once, numbered."""
+    mine = runs.select(_job_hash()).to_series().unique()
+    scan = pl.scan_parquet(files)
+    # Superset of the jobs with several runs: their job hash repeats in the store.
+    repeated = (
+        scan.select(_job_hash())
+        .filter(pl.col("_job_hash").is_in(mine.implode()))
+        .group_by("_job_hash")
+        .len()
+        .filter(pl.col("len") > 1)
+        .collect()
+        .get_column("_job_hash")
+    )
+    keys = (
+        scan.filter(_job_hash().is_in(repeated.implode()))
+        .select(*KEY, "start_time", "ended", _INGESTED)
+        .collect()
+    )
+    if keys.select(KEY).n_unique() != keys.height:
+        keys = _deduplicate(keys.lazy()).collect()
+    return keys.with_columns(_run_index(keys))
+
+
+def _with_run_index(runs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` with the ``run_index`` of ``keys`` (0 for a run whose key is not there: its job
+    ran once), joined on the key columns only, so the wide table is not copied."""
+    index = (
+        runs.select(KEY)
+        .join(
             keys.select(*KEY, "run_index"),
             on=list(KEY),
             how="left",
             nulls_equal=True,
             maintain_order="left",
         )
+        .get_column("run_index")
+        .fill_null(0)
+    )
+    return runs.with_columns(_chunked_like(index, runs))
+
+
+def _as_table(runs: pl.DataFrame) -> pl.DataFrame:
+    """Stored columns back to ``RUN_SCHEMA`` (text columns hold "" again)."""
     stored_empty = [name for name in _TEXT_COLUMNS if runs.get_column(name).null_count()]
     return (
         runs.select(list(RUN_SCHEMA))
@@ -533,23 +701,32 @@ def _chunked_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
 def _run_index(keys: pl.DataFrame) -> pl.Series:
     """Each run's 0-based order among the runs of its job (Submit, then Start order).
 
-    Most jobs ran once, so the windowed numbering runs only over jobs with several runs: a
-    window over millions of one-row groups is what made loading a large store slow.
+    Most jobs ran once, so only the jobs with several runs are numbered, by one sort and a
+    running count from each job's first row (a window with an ordering over a million groups
+    took seconds).
     """
     job = ["cluster", "job_id"]
     repeated = keys.select(pl.struct(job).is_duplicated()).to_series()
     index = pl.zeros(keys.height, dtype=pl.Int32, eager=True).alias("run_index")
     if not repeated.any():
         return index
-    rows = repeated.arg_true()
-    numbered = (
-        keys.filter(repeated)
-        .select(
-            pl.int_range(pl.len(), dtype=pl.Int32).over(job, order_by=["submit_time", "start_time"])
-        )
-        .to_series()
+    at = pl.int_range(pl.len(), dtype=pl.Int64)
+    starts = (
+        (at == 0)
+        | pl.col("cluster").ne_missing(pl.col("cluster").shift())
+        | pl.col("job_id").ne_missing(pl.col("job_id").shift())
     )
-    return index.scatter(rows, numbered)
+    numbered = (
+        keys.select(*job, "submit_time", "start_time")
+        .with_row_index("_row")
+        .filter(repeated)
+        .sort([*job, "submit_time", "start_time", "_row"], nulls_last=False)
+        .select(
+            "_row",
+            (at - pl.when(starts).then(at).forward_fill()).cast(pl.Int32).alias("run_index"),
+        )
+    )
+    return index.scatter(numbered.get_column("_row"), numbered.get_column("run_index"))
 
 
 def append_log(store: Path, report: dict[str, Any]) -> None:

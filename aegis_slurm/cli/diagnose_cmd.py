@@ -27,9 +27,9 @@ from aegis_slurm.errors import EXIT_NO_DATA, AegisError, NoDataError, ServiceErr
 def _job_from_store(store: Path | None, job_id: str) -> dict[str, Any] | None:
     if store is None or not (store / "runs").exists():
         return None
-    from aegis_slurm.accounting import job_runs, load_runs
+    from aegis_slurm.accounting import load_job_runs
 
-    runs = job_runs(load_runs(store), job_id)
+    runs = load_job_runs(store, job_id)
     if runs.is_empty():
         return None
     last = runs.row(-1, named=True)

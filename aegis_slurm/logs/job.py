@@ -157,13 +157,12 @@ def from_store(job_id: str, store: str | Path) -> tuple[JobInfo | None, str | No
     and name from it or from the job's last ingested run."""
     import polars as pl
 
-    from aegis_slurm.accounting import job_runs, load_runs
+    from aegis_slurm.accounting import load_job_runs, load_runs
     from aegis_slurm.accounting.signals import job_output
 
     rec = job_output(Path(store), job_id)
     info = from_record(rec) if rec is not None else None
-    runs = load_runs(store) if (Path(store) / "runs").is_dir() else None
-    mine = job_runs(runs, job_id) if runs is not None else None
+    mine = load_job_runs(store, job_id) if (Path(store) / "runs").is_dir() else None
     if mine is None or mine.height == 0:
         return info, None
     row = mine.row(-1, named=True)
@@ -173,12 +172,13 @@ def from_store(job_id: str, store: str | Path) -> tuple[JobInfo | None, str | No
         info.nodes = tuple(row["nodes"] or ())
     info.user = info.user or row["user"]
     info.name = info.name or row["job_name"]
-    prior = runs.filter(
-        (pl.col("user") == row["user"])
+    prior = load_runs(
+        store,
+        where=(pl.col("user") == row["user"])
         & (pl.col("job_name") == row["job_name"])
         & (pl.col("state") == "COMPLETED")
         & (pl.col("job_id") != row["job_id"])
-        & (pl.col("end_time") <= (row["start_time"] or row["submit_time"]))
+        & (pl.col("end_time") <= (row["start_time"] or row["submit_time"])),
     ).sort("end_time")
     base = str(prior["job_id_raw"][-1]) if prior.height else None
     return info, base

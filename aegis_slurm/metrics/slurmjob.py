@@ -59,9 +59,9 @@ def from_store(store: Path, job_id: str) -> JobWindow | None:
     """The job's last run in the analytics store (nodes, start, end), or None."""
     if not (store / "runs").exists():
         return None
-    from aegis_slurm.accounting import job_runs, load_runs
+    from aegis_slurm.accounting import load_job_runs
 
-    runs = job_runs(load_runs(store), job_id)
+    runs = load_job_runs(store, job_id)
     if runs.is_empty():
         return None
     last = runs.row(-1, named=True)

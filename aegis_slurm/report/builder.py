@@ -172,14 +172,9 @@ def latest_month(store: Path) -> Month:
     """The default ``--month``: the latest month in which at least half as many runs ended as in
     the busiest month (so the ragged tail of an export, a few runs that ended just after its
     last full month, does not become the report)."""
-    from aegis_slurm.accounting import load_runs
+    from aegis_slurm.accounting.store import ended_per_month
 
-    counts = (
-        load_runs(store)
-        .filter(pl.col("end_time").is_not_null())
-        .group_by(pl.col("end_time").dt.strftime("%Y-%m").alias("m"))
-        .len()
-    )
+    counts = ended_per_month(store)
     if counts.is_empty():
         raise NoDataError(f"{store}: no ended run to report on")
     busiest = int(counts["len"].max())  # type: ignore[arg-type]

@@ -389,6 +389,26 @@ def availability(inp: Inputs, failures_only: bool = False) -> dict[str, Any]:
     }
 
 
+def _signals_for(inp: Inputs, older: pl.DataFrame) -> pl.DataFrame | None:
+    """The signals to attribute runs older than the loaded ones: those given, plus the store's
+    collected records of that time (the loaded ones cover the period and its context only)."""
+    from pathlib import Path
+
+    from aegis_slurm.accounting.signals import RECORDS
+    from aegis_slurm.sections.inputs import _signal_frame, collected_signals
+
+    if inp.store is None:
+        return inp.signals
+    own = (inp.store / RECORDS).resolve()
+    if any(Path(p).resolve() == own for p in inp.sources.get("signals", [])):
+        return inp.signals  # given as a signal table: read whole already
+    extra = collected_signals(inp.store, older)
+    if extra is None or extra.is_empty():
+        return inp.signals
+    parts = [extra] if inp.signals is None else [inp.signals, extra]
+    return _signal_frame(parts)
+
+
 def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
     """r_f and the MTTF of runs with more than min_gpus GPUs, each with its 90% interval, for
     the ``months`` calendar months ending with the period's (the store's last month without a
@@ -416,7 +436,7 @@ def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
                 inp.store, start=seq[0].start, end=ctx_start or (inp.period.start - CONTEXT)
             )
             if older.height:
-                frames.append(attribute(older, inp.signals, inp.events).drop("row_id"))
+                frames.append(attribute(older, _signals_for(inp, older), inp.events).drop("row_id"))
         runs = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     out = []
     for m in seq:

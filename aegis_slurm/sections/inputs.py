@@ -235,7 +235,7 @@ def load_inputs(
     kept as ``history`` (the context is the same slice of them, so every section is unchanged)."""
     from aegis_slurm.accounting import load_runs
     from aegis_slurm.accounting.events import load_events
-    from aegis_slurm.accounting.signals import RECORDS, load_signals
+    from aegis_slurm.accounting.signals import RECORDS
 
     period = period or Period()
     start = period.start - CONTEXT if period.start else None
@@ -248,7 +248,7 @@ def load_inputs(
     # naming that very file is not read twice.
     own = (Path(store) / RECORDS).resolve()
     given_store_records = any(Path(p).resolve() == own for p in signals_paths)
-    collected = None if given_store_records else load_signals(store)
+    collected = None if given_store_records else collected_signals(store, runs)
     if collected is not None and not collected.is_empty():
         parts.append(collected)
     signals = _signal_frame(parts)
@@ -284,6 +284,32 @@ def load_inputs(
         no_end=no_end,
         history=history,
     )
+
+
+def collected_signals(store: Path, runs: pl.DataFrame) -> pl.DataFrame | None:
+    """The store's collected Epilog signals that can concern ``runs``: records captured from
+    the earliest start among them to :data:`CONTEXT` after the latest end (a record is captured
+    at its run's end), read with that filter pushed down; None when nothing was collected.
+
+    Attribution uses a signal only inside a run's own allocation window, so the records of
+    other years are never needed, and decoding them (one JSON document each) was the cost."""
+    from aegis_slurm.accounting.signals import RECORDS, records_to_signals
+
+    path = Path(store) / RECORDS
+    if not path.exists():
+        return None
+    scan = pl.scan_parquet(path).filter(pl.col("n_signals").fill_null(1) > 0)
+    lo = runs.select(pl.min_horizontal(pl.col("start_time").min(), pl.col("end_time").min()))
+    hi = runs.select(pl.max_horizontal(pl.col("start_time").max(), pl.col("end_time").max()))
+    if lo.item() is not None:
+        scan = scan.filter(pl.col("captured_at") >= lo.item())
+    if hi.item() is not None:
+        scan = scan.filter(pl.col("captured_at") < hi.item() + CONTEXT)
+    try:
+        records = scan.collect()
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise AnalyticsError(f"{path}: cannot read the collected records: {exc}") from exc
+    return records_to_signals(records)
 
 
 def rejected_counts(store: Path | None) -> dict[str, Any]:

@@ -14,18 +14,19 @@ Site config (``--config PATH``, else ``/etc/aegis-slurm/aegis.toml`` when it exi
     ckpt_write_min = 0.0      # blocking checkpoint write, minutes
     ckpt_interval_min = 60.0  # the interval the page evaluates E[ETTR] at
 
-Unknown tables or keys and wrongly typed values are a :class:`~aegis_slurm.errors.ConfigError`.
+Read with the one typed TOML loader the hooks use (:mod:`aegis_slurm.node.typedtoml`): unknown
+tables or keys, wrongly typed and out-of-range values are a :class:`~aegis_slurm.errors.ConfigError`
+(one line naming the file and the dotted key).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aegis_slurm.errors import ConfigError
+from aegis_slurm.node import typedtoml as tt
 
 SITE_CONFIG = Path("/etc/aegis-slurm/aegis.toml")
 
@@ -60,49 +61,39 @@ class Settings:
 
 DEFAULTS = Settings()
 
-_TOML_KEYS: dict[str, tuple[str, type | tuple[type, ...]]] = {
-    "min_gpus": ("min_gpus", int),
-    "gpus_per_node": ("gpus_per_node", int),
-    "restart_min": ("restart_min", (int, float)),
-    "queue_min": ("queue_min", (int, float)),
-    "ckpt_write_min": ("ckpt_write_min", (int, float)),
-    "ckpt_interval_min": ("ckpt_interval_min", (int, float)),
-    "window_days": ("window_days", int),
+#: The ``[analytics]`` keys a site may set; their types come from :data:`DEFAULTS` (the node
+#: hooks' typed TOML mechanism, :mod:`aegis_slurm.node.typedtoml`), numbers are >= 0.
+SITE_KEYS = (
+    "min_gpus",
+    "gpus_per_node",
+    "restart_min",
+    "queue_min",
+    "ckpt_write_min",
+    "ckpt_interval_min",
+    "window_days",
+)
+#: What a default value cannot say: gpus_per_node defaults to "from the data" (no TOML value),
+#: and an interval or a window of zero means nothing.
+_DECLARED: dict[str, tt.Spec] = {
+    "analytics.gpus_per_node": tt.Scalar(int, 0, True),
+    "analytics.ckpt_interval_min": tt.Scalar(float, 0, True),
+    "analytics.window_days": tt.Scalar(int, 0, True),
 }
+
+
+def site_schema() -> tt.Spec:
+    """The site file's schema: one ``[analytics]`` table of :data:`SITE_KEYS`."""
+    given = {k: getattr(DEFAULTS, k) for k in SITE_KEYS if getattr(DEFAULTS, k) is not None}
+    return tt.derive({"analytics": given}, "", _DECLARED)
 
 
 def load_settings(path: Path | None) -> Settings:
     """Settings from ``path`` (``[analytics]`` table), the site file when ``path`` is None and it
     exists, else :data:`DEFAULTS`.  Strict: unknown keys, wrong types and out-of-range values are
-    errors naming the key."""
+    one-line :class:`ConfigError` messages naming the file and the dotted key."""
     if path is None:
         if not SITE_CONFIG.is_file():
             return DEFAULTS
         path = SITE_CONFIG
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
-    unknown = set(data) - {"analytics"}
-    if unknown:
-        raise ConfigError(f"{path}: unknown table(s) {sorted(unknown)}; expected [analytics]")
-    table = data.get("analytics", {})
-    if not isinstance(table, dict):
-        raise ConfigError(f"{path}: analytics must be a table")
-    values: dict[str, Any] = {}
-    for key, value in table.items():
-        if key not in _TOML_KEYS:
-            raise ConfigError(
-                f"{path}: unknown key analytics.{key}; known: {', '.join(sorted(_TOML_KEYS))}"
-            )
-        field, typ = _TOML_KEYS[key]
-        if isinstance(value, bool) or not isinstance(value, typ):
-            raise ConfigError(f"{path}: analytics.{key} must be a number, got {value!r}")
-        if value < 0 or (
-            key in ("gpus_per_node", "ckpt_interval_min", "window_days") and not value
-        ):
-            raise ConfigError(f"{path}: analytics.{key} must be positive, got {value!r}")
-        values[field] = int(value) if typ is int else float(value)
+    values = tt.load({}, site_schema(), path).get("analytics", {})
     return dataclasses.replace(DEFAULTS, **values)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -66,21 +67,23 @@ def test_files_of_an_ingest_killed_with_sigkill_are_swept_by_the_next_one(tmp_pa
     assert sorted(load_runs(store).get_column("job_id").to_list()) == ["1", "2", "4"]
 
 
-def test_a_reader_listing_parts_just_before_a_compaction_retries(tmp_path, monkeypatch):
+@pytest.mark.parametrize("window", [False, True])
+def test_a_reader_listing_parts_just_before_a_compaction_retries(tmp_path, monkeypatch, window):
     store = tmp_path / "store"
     ingest_files([export(tmp_path, "a.txt", 1, 2)], store)
     ingest_files([export(tmp_path, "b.txt", 3)], store)  # two parts, no repeated key
     real = store_mod._load_runs
     calls = []
 
-    def compact_first(store_dir, files, start, end):
+    def compact_first(store_dir, files, *window_args):
         calls.append(len(files))
         if len(calls) == 1:  # an ingest compacts the month after the reader listed it
             store_mod._compact(store / "runs" / "month=2026-11")
-        return real(store_dir, files, start, end)
+        return real(store_dir, files, *window_args)
 
     monkeypatch.setattr(store_mod, "_load_runs", compact_first)
-    runs = load_runs(store)
+    since = datetime(2026, 11, 1, tzinfo=UTC) if window else None
+    runs = load_runs(store, start=since)  # the windowed read lists and retries the same way
     assert calls == [2, 1]
     assert sorted(runs.get_column("job_id").to_list()) == ["1", "2", "3"]
 

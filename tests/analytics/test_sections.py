@@ -150,17 +150,27 @@ def test_site_config_is_strict(tmp_path: Path):
     ok.write_text("[analytics]\nmin_gpus = 64\ngpus_per_node = 4\nrestart_min = 7.5\n")
     s = load_settings(ok)
     assert (s.min_gpus, s.gpus_per_node, s.restart_min) == (64, 4, 7.5)
+    ok.write_text("[analytics]\nrestart_min = 7\nckpt_interval_min = 30\n")  # ints for floats
+    s = load_settings(ok)
+    assert (s.restart_min, s.ckpt_interval_min, s.gpus_per_node) == (7.0, 30.0, None)
+    assert isinstance(s.restart_min, float)
     for text, msg in [
         ("[analytics]\nmin_gpu = 64\n", "unknown key analytics.min_gpu"),
-        ("[report]\n", "unknown table"),
-        ("[analytics]\ngpus_per_node = 0\n", "must be positive"),
+        ("[report]\n", "unknown key report"),
+        ("[analytics]\ngpus_per_node = 0\n", "analytics.gpus_per_node must be > 0"),
+        ("[analytics]\nwindow_days = 0\n", "analytics.window_days must be > 0"),
+        ("[analytics]\nqueue_min = -1\n", "analytics.queue_min must be >= 0"),
+        ("[analytics]\nmin_gpus = 6.5\n", "analytics.min_gpus must be an integer"),
+        ("[analytics]\nmin_gpus = true\n", "analytics.min_gpus must be an integer"),
+        ("analytics = 3\n", "analytics must be a table"),
         ("[analytics]\nrestart_min = 'five'\n", "must be a number"),
         ("[analytics\n", "not valid TOML"),
     ]:
         bad = tmp_path / "bad.toml"
         bad.write_text(text)
-        with pytest.raises(ConfigError, match=msg):
+        with pytest.raises(ConfigError, match=msg) as err:
             load_settings(bad)
+        assert "\n" not in str(err.value) and str(bad) in str(err.value)
 
 
 def test_schema_unchanged_by_the_layer(tmp_path: Path):
