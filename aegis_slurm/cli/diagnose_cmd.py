@@ -212,8 +212,8 @@ def named_by(
 @click.option(
     "--find-logs",
     is_flag=True,
-    help="Add the log diagnosis of the job's own output files (found with scontrol, or through "
-    "the store once slurmctld has forgotten the job).",
+    help="Add the log diagnosis of the job's own output files (found with scontrol, or from "
+    "the EpilogSlurmctld's record in --store/--spool once slurmctld has forgotten the job).",
 )
 @click.option(
     "--prometheus",

@@ -21,7 +21,8 @@ import click
 @click.option(
     "--store",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Analytics store: node list after slurmctld forgot the job, and the baseline run.",
+    help="Analytics store: the job's recorded output patterns and node list after slurmctld "
+    "forgot the job, and the baseline run.",
 )
 @click.option("--nodes", "nodelist", help="The job's node list (hostlist), for prefixed logs.")
 @click.option("--tasks-per-node", type=click.IntRange(min=1), help="For srun --label / %t files.")
