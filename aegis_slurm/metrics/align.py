@@ -137,7 +137,9 @@ def align(
     index = {n: i for i, n in enumerate(names)}
     data: dict[str, np.ndarray] = {}
     for part in cleaned.partition_by("metric", maintain_order=True):
-        data[str(part["metric"][0])], dup = _nearest(part, index, grid, tol)
+        name = str(part["metric"][0])
+        counter = spec_for(name).kind == "counter"
+        data[name], dup = _nearest(part, index, grid, tol, interpolate=counter)
         if dup:  # the same sample twice (a re-ingested scrape): one is used, the rest counted
             dropped["duplicate (time, node, metric)"] += dup
     unknown = cleaned.filter(~pl.col("node").is_in(names)).height
@@ -147,9 +149,19 @@ def align(
 
 
 def _nearest(
-    part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: float
+    part: pl.DataFrame,
+    index: dict[str, int],
+    grid: np.ndarray,
+    tol: float,
+    interpolate: bool = False,
 ) -> tuple[np.ndarray, int]:
     """Nearest sample (within ``tol``) of each node at each grid point, in one searchsorted.
+
+    ``interpolate`` (cumulative counters): the value at a grid point is interpolated linearly
+    between the node's samples on either side (the nearest within ``tol``, the other within
+    two).  A counter's copy from the nearest scrape would make a zero increment followed by a
+    double one at every missed or jittered scrape — a rate dip on one node that is only the
+    exporter's timing.  A decrease (a reset) between them falls back to the nearest sample.
 
     Also returns how many samples repeat an earlier one's (node, time): duplicates, one used.
     """
@@ -198,5 +210,14 @@ def _nearest(
     dr = np.where(codes[right] == qn, np.abs(keys[right] - q), np.inf)
     pick = np.where(dr < dl, right, left)
     best = np.minimum(dl, dr)
-    flat = np.where(best <= np.repeat(tols, T), vals[pick], np.nan)
+    ntol = np.repeat(tols, T)
+    picked = vals[pick]
+    if interpolate:
+        # the nearest within the tolerance, the other side within two (one lost scrape between)
+        both = (best <= ntol) & (dl <= 2 * ntol) & (dr <= 2 * ntol) & (dl + dr > 0)
+        both &= vals[right] >= vals[left]
+        with np.errstate(all="ignore"):
+            lin = vals[left] + (vals[right] - vals[left]) * dl / (dl + dr)
+        picked = np.where(both, lin, picked)
+    flat = np.where(best <= ntol, picked, np.nan)
     return flat.reshape(n, T), dup

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.ndimage import median_filter
+from scipy.stats import poisson
 
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import spec_for
@@ -21,21 +22,29 @@ from aegis_slurm.metrics.catalog import spec_for
 
 @dataclass(frozen=True)
 class Params:
-    """Detector settings; the defaults were chosen on the simulator's *tuning* split (seed 1)."""
+    """Detector settings; the defaults were chosen on the simulator's *tuning* split (seed 1) or
+    from how exporters and synchronous jobs behave (docs/minder.md says which and why)."""
 
     window: float = 60.0  # seconds per distance window (Minder's w)
     continuity: float = 240.0  # seconds a node must stay the outlier (Minder: ~4 min)
     threshold: float = 0.12  # RMS normalised distance to the peers' median that makes a candidate
     max_share: float = 0.25  # more candidates than this share of nodes: a job-wide event
     denoise: str = "median"  # "median" | "none"
-    denoise_size: int = 5  # samples in the running median
-    rate_window: float = 120.0  # seconds over which counters become rates (like rate(x[2m]))
+    # seconds in the running median: 5 samples at 15 s; at a 60 s scrape none (a 5-minute median
+    # would erase a checkpoint on the nodes sampled twice in it and keep it on those sampled 3x)
+    denoise_span: float = 75.0
+    rate_window: float = 120.0  # seconds over which *error* counters become rates (rate(x[2m]))
+    # seconds over which byte counters become rates: a dense counter needs no 2-minute window,
+    # which would stretch a rank's 90 s-longer checkpoint write past the continuity threshold
+    throughput_rate_window: float = 30.0
     warmup: float = 300.0  # seconds after the first sample in which nothing is flagged
     quorum: float = 0.5  # share of nodes that must report for a time step to be judged
     physical_range: bool = True  # Min-Max floor at the catalog's range (False: the data's only)
+    scales: bool = True  # the catalog's per-metric scale ("job", "events"); False: all physical
+    lag: int = 1  # steps a node's edge may trail or lead its peers' (scrape offsets, skew)
     # seconds after the warm-up whose median offset of each node from its peers is taken as that
-    # node's normal (a constant hardware offset); 0: off.  See docs/minder.md for the trade-off.
-    baseline: float = 0.0
+    # node's normal (a constant hardware offset, an idle-by-design GPU); 0: off.
+    baseline: float = 300.0
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,12 @@ def denoise(X: np.ndarray, size: int = 5, method: str = "median") -> np.ndarray:
     return out
 
 
+def denoise_size(step: float, span: float) -> int:
+    """Samples in a running median spanning at most ``span`` seconds at ``step``: odd, >= 1."""
+    n = int(span // step) if step > 0 else 1
+    return max(1, n if n % 2 else n - 1)
+
+
 def normalise(X: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
     """Min-Max normalisation to [0, 1]; the range is the wider of the data's and ``lo..hi``."""
     with np.errstate(all="ignore"):
@@ -119,9 +134,13 @@ def normalise(X: np.ndarray, lo: float | None = None, hi: float | None = None) -
 
 
 def peer_deviation(
-    N: np.ndarray, quorum: float = 0.5, ignore: np.ndarray | None = None
+    N: np.ndarray, quorum: float = 0.5, ignore: np.ndarray | None = None, lag: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Squared distance of each node to its peers' median, per time step; and the judged steps.
+
+    ``lag``: the distance is to the nearest of the peers' medians within ``lag`` steps — exporters
+    are scraped at their own offsets, so a job-wide edge (a checkpoint starting) shows on one node
+    up to a scrape interval before or after the median; that is not the node moving away.
 
     A node with no value while a quorum of its peers report is as far as it can be (1.0): it
     stopped reporting.  Time steps without a quorum are not judged at all (before or after the job).
@@ -131,7 +150,14 @@ def peer_deviation(
     present = ~np.isnan(N)
     keep = np.ones(N.shape[0], bool) if ignore is None else ~ignore
     judged = present[keep].mean(axis=0) >= quorum if keep.any() else np.zeros(N.shape[1], bool)
-    dev = (N - peer_median(N)[None, :]) ** 2
+    med = peer_median(N)
+    dev = (N - med[None, :]) ** 2
+    for k in range(1, min(lag, N.shape[1] - 1) + 1):
+        for shifted in (
+            np.concatenate([med[k:], np.full(k, np.nan)]),
+            np.concatenate([np.full(k, np.nan), med[:-k]]),
+        ):
+            dev = np.fmin(dev, (N - shifted[None, :]) ** 2)
     dev = np.where(present, dev, 1.0)
     dev[~keep, :] = 0.0
     dev[:, ~judged] = 0.0
@@ -155,6 +181,22 @@ def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
     return out
 
 
+def reference_offsets(X: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:
+    """Each node's median offset from its peers' median over ``[start, start + span)``.
+
+    NaN for a node without a sample in the reference (a gap, a late exporter): it is then judged
+    without a correction, i.e. more strictly, never silently passed.
+    """
+    ref = (times >= start) & (times < start + span)
+    off = np.full(X.shape[0], np.nan)
+    if not ref.any():
+        return off
+    D = X[:, ref] - peer_median(X[:, ref])[None, :]
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(D, axis=1)
+
+
 def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:
     """Subtract each node's median offset from its peers' median over ``[start, start + span)``.
 
@@ -162,14 +204,50 @@ def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) 
     is a *change* of a node relative to its peers.  The price: a fault already present during the
     reference span is taken for the node's normal (the Prolog's health checks are for those).
     """
-    ref = (times >= start) & (times < start + span)
-    if not ref.any():
-        return N
-    D = N[:, ref] - peer_median(N)[None, ref]
+    return N - np.nan_to_num(reference_offsets(N, times, start, span))[:, None]
+
+
+def job_level(X: np.ndarray) -> float:
+    """The job's typical level of a throughput: the 90th percentile over time of the peers'
+    median (the busy level; checkpoints and warm-up sit below it).  NaN when nothing reported."""
+    med = peer_median(X)
+    med = med[np.isfinite(med)]
+    return float(np.percentile(med, 90)) if med.size else float("nan")
+
+
+def background_events(R: np.ndarray, window: float, p: float = 0.99) -> float:
+    """Events in one rate window that the peers' background explains: the ``p`` quantile of a
+    Poisson count at the peers' median long-run rate (0 where the peers have no errors).
+
+    Some hardware ticks an error counter on every node (a few replays an hour); one such node
+    catching three ticks in a row by chance is not a fault.
+    """
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        off = np.nanmedian(D, axis=1)
-    return N - np.nan_to_num(off)[:, None]
+        lam = float(np.nanmedian(np.nanmean(R, axis=1)))
+    if not np.isfinite(lam) or lam <= 0:
+        return 0.0
+    return float(poisson.ppf(p, lam * window))
+
+
+def event_scale(R: np.ndarray, window: float, hi: float) -> np.ndarray:
+    """An error counter's rate on an absolute, logarithmic scale in [0, 1].
+
+    0 without more events in the rate window than the peers' background explains
+    (:func:`background_events`); 0.5 at one event per ``window`` seconds (the smallest rate a
+    counter can show), rising by decades to 1.0 at ``hi`` per second.  Against error-free peers
+    any sustained rate is then an outlier (0.5 is far above the threshold), a single benign
+    increment lasts only ``window`` (under the continuity), and a node with 100x its peers' error
+    rate stands out where a Min-Max scale over 0..``hi`` would squash both near 0.
+    """
+    r0 = 1.0 / window
+    top = max(np.log10(max(hi, r0 * 10) / r0), 1.0)
+    k = background_events(R, window)
+    with np.errstate(all="ignore"):
+        lv = 0.5 + 0.5 * np.clip(np.log10(np.maximum(R, r0) / r0) / top, 0, 1)
+        out = np.where(np.greater(R * window, k + 0.5), lv, 0.0)
+    out[np.isnan(R)] = np.nan
+    return out
 
 
 def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
@@ -213,26 +291,57 @@ def continuity(c: np.ndarray, k: int) -> np.ndarray:
 # ---- one metric, all metrics ------------------------------------------------------------------
 
 
-def prepare(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
-    """Rates for counters, denoised, Min-Max normalised: the array the distances are taken on."""
+def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
+    """Rates for counters, denoised: the metric in its own units, before any scaling."""
     spec = spec_for(metric)
     X = aligned.data[metric]
     if spec.kind == "counter":
-        X = to_rates(X, aligned.step, p.rate_window)
-    X = denoise(X, p.denoise_size, p.denoise)
+        events = p.scales and spec.scale == "events"
+        X = to_rates(X, aligned.step, p.rate_window if events else p.throughput_rate_window)
+    return denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
+
+
+def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
+    """Min-Max normalisation on the metric's scale (catalog ``scale``; docs/minder.md)."""
+    spec = spec_for(metric)
     if not p.physical_range:
         return normalise(X)
-    return normalise(X, spec.lo, spec.hi)
+    if p.scales and spec.scale == "events" and spec.hi is not None:
+        return event_scale(X, p.rate_window, spec.hi)
+    hi = spec.hi
+    if p.scales and spec.scale == "job" and hi is not None:
+        level = job_level(X)
+        if np.isfinite(level) and level > 0:
+            # [lo, 2 x the job's level], at most the physical range and at least 5 % of it
+            # (a window in which the whole job idles must not blow noise up to full scale)
+            hi = min(hi, max(2.0 * level, 0.05 * hi))
+    return normalise(X, spec.lo, hi)
+
+
+def prepare(
+    aligned: Aligned, metric: str, p: Params, offsets: np.ndarray | None = None
+) -> np.ndarray:
+    """The array the distances are taken on: :func:`series`, less each node's reference offset
+    (``p.baseline``; ``offsets`` given: a reference taken elsewhere, e.g. at the job's start),
+    then :func:`scale`."""
+    X = series(aligned, metric, p)
+    if offsets is None and p.baseline > 0:
+        offsets = reference_offsets(X, aligned.times, aligned.times[0] + p.warmup, p.baseline)
+    if offsets is not None:
+        X = X - np.nan_to_num(offsets)[:, None]
+    return scale(X, metric, p)
 
 
 def detect_metric(
-    aligned: Aligned, metric: str, p: Params, ignore: np.ndarray | None = None
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    ignore: np.ndarray | None = None,
+    offsets: np.ndarray | None = None,
 ) -> tuple[list[Finding], int]:
     """Minder on one metric: the nodes that stay far from their peers for ``p.continuity``."""
-    N = prepare(aligned, metric, p)
-    if p.baseline > 0:
-        N = remove_offsets(N, aligned.times, aligned.times[0] + p.warmup, p.baseline)
-    dev, judged = peer_deviation(N, p.quorum, ignore)
+    N = prepare(aligned, metric, p, offsets)
+    dev, judged = peer_deviation(N, p.quorum, ignore, p.lag)
     step = aligned.step
     w = max(round(p.window / step), 1)
     dist = window_distance(dev, w)
@@ -253,10 +362,17 @@ def detect_metric(
     return out, int(ok.sum())
 
 
-def detect(aligned: Aligned, priority: list[str], p: Params | None = None) -> Result:
+def detect(
+    aligned: Aligned,
+    priority: list[str],
+    p: Params | None = None,
+    offsets: dict[str, dict[str, float]] | None = None,
+) -> Result:
     """Run Minder over the metrics in ``priority`` order that the data has.
 
     Each node is reported once: at its earliest detection; on a tie, the higher-priority metric.
+    ``offsets`` (metric -> node -> offset, from :func:`job_reference`) replaces the per-node
+    reference taken from the window's own start, for a window that no longer holds the job's.
     """
     p = p or Params()
     metrics = [m for m in priority if m in aligned.data]
@@ -265,7 +381,11 @@ def detect(aligned: Aligned, priority: list[str], p: Params | None = None) -> Re
     windows = 0
     never = never_exported(aligned)
     for m in metrics:
-        found, n = detect_metric(aligned, m, p, never.get(m))
+        off = None
+        if offsets is not None and p.baseline > 0:
+            ref = offsets.get(m, {})
+            off = np.array([ref.get(n, np.nan) for n in aligned.nodes], dtype=float)
+        found, n = detect_metric(aligned, m, p, never.get(m), off)
         windows = max(windows, n)
         per_metric[m] = found
         for f in found:
@@ -273,6 +393,22 @@ def detect(aligned: Aligned, priority: list[str], p: Params | None = None) -> Re
                 best[f.node] = f
     faulty = sorted(best.values(), key=lambda f: (f.first_detected, f.node))
     return Result(faulty, windows, per_metric)
+
+
+def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, dict[str, float]]:
+    """Each node's reference offset per metric, from a window that *is* the reference span
+    (``watch`` queries the job's ``[start + warmup, start + warmup + baseline]`` once per job).
+
+    Nodes without a sample in it are left out (judged uncorrected); JSON-ready.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for m in metrics:
+        if m not in aligned.data:
+            continue
+        X = series(aligned, m, p)
+        off = reference_offsets(X, aligned.times, aligned.times[0], np.inf)
+        out[m] = {n: float(v) for n, v in zip(aligned.nodes, off, strict=True) if np.isfinite(v)}
+    return out
 
 
 # ---- the other detectors over the same windows ------------------------------------------------

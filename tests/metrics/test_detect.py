@@ -13,13 +13,18 @@ from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import DEFAULT_METRICS
 from aegis_slurm.metrics.detect import (
     Params,
+    background_events,
     candidates,
     continuity,
     denoise,
+    denoise_size,
     detect,
+    event_scale,
+    job_reference,
     lambda_2delta,
     normalise,
     peer_deviation,
+    scale,
     to_rates,
     window_distance,
     zscore_baseline,
@@ -147,6 +152,78 @@ def test_baseline_removes_a_constant_offset_but_not_a_later_change() -> None:
     temp[7, 120:] += 14  # hotter from minute 30: a fan failing
     a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_DEV_GPU_TEMP": temp}, 15.0)
     pri = ["DCGM_FI_DEV_GPU_TEMP"]
-    assert {f.node for f in detect(a, pri, Params()).faulty} == {"n2", "n7"}
-    (f,) = detect(a, pri, Params(baseline=300.0)).faulty
+    # without a reference (baseline 0) the hotter-all-job node looks faulty too
+    assert {f.node for f in detect(a, pri, Params(baseline=0.0)).faulty} == {"n2", "n7"}
+    (f,) = detect(a, pri, Params()).faulty  # the reference is on by default
     assert f.node == "n7" and f.first_detected >= times[120]
+    # the same reference taken from elsewhere (watch: the job's start), passed in as offsets
+    ref = Aligned(times[20:40], a.nodes, {"DCGM_FI_DEV_GPU_TEMP": temp[:, 20:40]}, 15.0)
+    offsets = job_reference(ref, pri, Params())
+    assert offsets["DCGM_FI_DEV_GPU_TEMP"]["n2"] == pytest.approx(14, abs=1.5)
+    late = Aligned(times[100:], a.nodes, {"DCGM_FI_DEV_GPU_TEMP": temp[:, 100:]}, 15.0)
+    p = Params(warmup=0.0)
+    assert {f.node for f in detect(late, pri, p).faulty} == {"n7"}  # its own start: n7 at 30'
+    (f,) = detect(late, pri, p, offsets).faulty
+    assert f.node == "n7"
+    # a window without its job's start and without offsets: judged uncorrected, n2 shows
+    assert "n2" in {f.node for f in detect(late, pri, Params(warmup=0.0, baseline=0.0)).faulty}
+
+
+def test_denoise_span_is_in_seconds() -> None:
+    assert denoise_size(15.0, 75.0) == 5
+    assert denoise_size(10.0, 75.0) == 7
+    assert denoise_size(30.0, 75.0) == 1
+    assert denoise_size(60.0, 75.0) == 1  # a 5-minute median would erase a checkpoint unevenly
+
+
+def test_lag_forgives_an_edge_seen_one_scrape_late() -> None:
+    N = np.zeros((5, 10))
+    N[:, 5:] = 1.0  # a job-wide step
+    N[3, 5] = 0.0  # node 3 is scraped just before it
+    dev, _ = peer_deviation(N, lag=0)
+    assert dev[3, 5] == 1.0
+    dev, _ = peer_deviation(N, lag=1)
+    assert dev[3, 5] == 0.0
+    N[3, 5:8] = 0.0  # three steps behind: that is the node, not the scrape
+    dev, _ = peer_deviation(N, lag=1)
+    assert dev[3, 6] == 1.0
+
+
+def test_event_scale_is_absolute_and_logarithmic() -> None:
+    w = 120.0
+    R = np.zeros((10, 50))
+    R[2, 10:] = 1 / w  # one event per rate window, sustained
+    R[4, 10:] = 100 / w  # a hundred
+    E = event_scale(R, w, 50.0)
+    assert (E[[0, 1, 3], :] == 0).all()
+    assert E[2, 20] == pytest.approx(0.5) and 0.5 < E[4, 20] < 1.0
+    # on a Min-Max scale over 0..50/s both would sit near 0 (invisible)
+    assert normalise(R, 0, 50)[4, 20] < 0.02
+
+
+def test_event_scale_ignores_the_peers_background_rate() -> None:
+    rng = np.random.default_rng(0)
+    w, step = 120.0, 15.0
+    # every node ticks about once in 500 s (as some PCIe links do); a 2-minute window then
+    # holds 0-2 events by chance on each of 40 nodes
+    counts = rng.poisson(step / 500.0, size=(40, 400)).cumsum(axis=1).astype(float)
+    R = to_rates(counts, step, w)
+    assert background_events(R, w) >= 1
+    E = event_scale(R, w, 50.0)
+    assert np.nanmax(E[:, 20:]) == 0.0 or (np.nan_to_num(E) > 0).mean() < 0.01
+    R[7, 200:] += 0.5  # a node that really replays, 60 per window
+    assert (event_scale(R, w, 50.0)[7, 210:] >= 0.5).all()
+
+
+def test_job_scale_measures_a_throughput_against_the_jobs_level() -> None:
+    # NVLink at 40 GB/s per node: one node at half its peers' is far off on the job's scale
+    # (0.25) but only 0.07 of the 300 GB/s physical range
+    X = np.full((8, 40), 40e9)
+    X[5] = 20e9
+    on_job = scale(X, "DCGM_FI_PROF_NVLINK_TX_BYTES", Params())
+    assert on_job[0, 0] - on_job[5, 0] == pytest.approx(0.25)
+    physical = scale(X, "DCGM_FI_PROF_NVLINK_TX_BYTES", Params(scales=False))
+    assert physical[0, 0] - physical[5, 0] == pytest.approx(20 / 300)
+    # a job idle all window: the scale stops at 5 % of the physical range, noise stays small
+    idle = np.abs(np.random.default_rng(1).normal(0, 1e6, (8, 40)))
+    assert np.nanmax(scale(idle, "DCGM_FI_PROF_NVLINK_TX_BYTES", Params())) < 0.001
