@@ -45,6 +45,7 @@ class Params:
     # seconds after the warm-up whose median offset of each node from its peers is taken as that
     # node's normal (a constant hardware offset, an idle-by-design GPU); 0: off.
     baseline: float = 300.0
+    gain: bool = True  # also read a node's reference offset as a gain (see :func:`corrected`)
 
 
 @dataclass(frozen=True)
@@ -181,8 +182,11 @@ def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
     return out
 
 
-def reference_offsets(X: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:
-    """Each node's median offset from its peers' median over ``[start, start + span)``.
+def reference_offsets(
+    X: np.ndarray, times: np.ndarray, start: float, span: float
+) -> tuple[np.ndarray, float]:
+    """Each node's median offset from its peers' median over ``[start, start + span)``; and the
+    peers' level there (the median of their median), which :func:`corrected` needs for gains.
 
     NaN for a node without a sample in the reference (a gap, a late exporter): it is then judged
     without a correction, i.e. more strictly, never silently passed.
@@ -190,11 +194,27 @@ def reference_offsets(X: np.ndarray, times: np.ndarray, start: float, span: floa
     ref = (times >= start) & (times < start + span)
     off = np.full(X.shape[0], np.nan)
     if not ref.any():
-        return off
-    D = X[:, ref] - peer_median(X[:, ref])[None, :]
+        return off, float("nan")
+    med = peer_median(X[:, ref])
+    D = X[:, ref] - med[None, :]
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(D, axis=1)
+        return np.nanmedian(D, axis=1), float(np.nanmedian(med))
+
+
+def corrected(X: np.ndarray, off: np.ndarray, level: float, lo: float | None) -> list[np.ndarray]:
+    """``X`` less each node's reference offset, read two ways: as a constant offset, and as a
+    gain over the metric's floor ``lo`` (a node 12 °C hotter under load is about as hot as its
+    peers at idle: its offset scales with the load).  A node is judged by the reading that puts
+    it *closer* to its peers (:func:`detect_metric` takes the smaller distance): an outlier under
+    both is not a hardware offset.  Without a floor (``lo`` None) only the offset reading.
+    """
+    off0 = np.nan_to_num(off)
+    out = [X - off0[:, None]]
+    if lo is not None and np.isfinite(level) and level - lo > 0:
+        gain = np.clip(1.0 + off0 / (level - lo), 0.5, 2.0)
+        out.append(lo + (X - lo) / gain[:, None])
+    return out
 
 
 def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:
@@ -204,7 +224,7 @@ def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) 
     is a *change* of a node relative to its peers.  The price: a fault already present during the
     reference span is taken for the node's normal (the Prolog's health checks are for those).
     """
-    return N - np.nan_to_num(reference_offsets(N, times, start, span))[:, None]
+    return N - np.nan_to_num(reference_offsets(N, times, start, span)[0])[:, None]
 
 
 def job_level(X: np.ndarray) -> float:
@@ -319,17 +339,37 @@ def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
 
 
 def prepare(
-    aligned: Aligned, metric: str, p: Params, offsets: np.ndarray | None = None
-) -> np.ndarray:
-    """The array the distances are taken on: :func:`series`, less each node's reference offset
-    (``p.baseline``; ``offsets`` given: a reference taken elsewhere, e.g. at the job's start),
-    then :func:`scale`."""
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    ref: tuple[np.ndarray, float] | None = None,
+) -> list[np.ndarray]:
+    """The arrays the distances are taken on: :func:`series`, read against each node's reference
+    (``p.baseline``; ``ref`` = (offsets, level) given: a reference taken elsewhere, e.g. at the
+    job's start; see :func:`corrected`), each :func:`scale` d."""
     X = series(aligned, metric, p)
-    if offsets is None and p.baseline > 0:
-        offsets = reference_offsets(X, aligned.times, aligned.times[0] + p.warmup, p.baseline)
-    if offsets is not None:
-        X = X - np.nan_to_num(offsets)[:, None]
-    return scale(X, metric, p)
+    if ref is None and p.baseline > 0:
+        ref = reference_offsets(X, aligned.times, aligned.times[0] + p.warmup, p.baseline)
+    if ref is None:
+        return [scale(X, metric, p)]
+    spec = spec_for(metric)
+    lo = spec.lo if p.gain and (spec.scale != "events" or not p.scales) else None
+    return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)]
+
+
+def deviation(
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    ignore: np.ndarray | None = None,
+    ref: tuple[np.ndarray, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`peer_deviation` of the metric, the smaller over the readings of :func:`prepare`."""
+    dev, judged = None, None
+    for N in prepare(aligned, metric, p, ref):
+        d, judged = peer_deviation(N, p.quorum, ignore, p.lag)
+        dev = d if dev is None else np.minimum(dev, d)
+    return dev, judged
 
 
 def detect_metric(
@@ -337,11 +377,10 @@ def detect_metric(
     metric: str,
     p: Params,
     ignore: np.ndarray | None = None,
-    offsets: np.ndarray | None = None,
+    ref: tuple[np.ndarray, float] | None = None,
 ) -> tuple[list[Finding], int]:
     """Minder on one metric: the nodes that stay far from their peers for ``p.continuity``."""
-    N = prepare(aligned, metric, p, offsets)
-    dev, judged = peer_deviation(N, p.quorum, ignore, p.lag)
+    dev, judged = deviation(aligned, metric, p, ignore, ref)
     step = aligned.step
     w = max(round(p.window / step), 1)
     dist = window_distance(dev, w)
@@ -366,13 +405,14 @@ def detect(
     aligned: Aligned,
     priority: list[str],
     p: Params | None = None,
-    offsets: dict[str, dict[str, float]] | None = None,
+    offsets: dict[str, dict] | None = None,
 ) -> Result:
     """Run Minder over the metrics in ``priority`` order that the data has.
 
     Each node is reported once: at its earliest detection; on a tie, the higher-priority metric.
-    ``offsets`` (metric -> node -> offset, from :func:`job_reference`) replaces the per-node
-    reference taken from the window's own start, for a window that no longer holds the job's.
+    ``offsets`` (metric -> ``{"level", "offsets": {node: offset}}``, from :func:`job_reference`)
+    replaces the per-node reference taken from the window's own start, for a window that no
+    longer holds the job's.
     """
     p = p or Params()
     metrics = [m for m in priority if m in aligned.data]
@@ -381,11 +421,15 @@ def detect(
     windows = 0
     never = never_exported(aligned)
     for m in metrics:
-        off = None
+        ref = None
         if offsets is not None and p.baseline > 0:
-            ref = offsets.get(m, {})
-            off = np.array([ref.get(n, np.nan) for n in aligned.nodes], dtype=float)
-        found, n = detect_metric(aligned, m, p, never.get(m), off)
+            r = offsets.get(m) or {}
+            node_off = r.get("offsets", {})
+            ref = (
+                np.array([node_off.get(n, np.nan) for n in aligned.nodes], dtype=float),
+                float(r.get("level", np.nan)),
+            )
+        found, n = detect_metric(aligned, m, p, never.get(m), ref)
         windows = max(windows, n)
         per_metric[m] = found
         for f in found:
@@ -395,19 +439,25 @@ def detect(
     return Result(faulty, windows, per_metric)
 
 
-def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, dict[str, float]]:
-    """Each node's reference offset per metric, from a window that *is* the reference span
-    (``watch`` queries the job's ``[start + warmup, start + warmup + baseline]`` once per job).
+def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, dict]:
+    """Each node's reference per metric, from a window that *is* the reference span (``watch``
+    queries the job's ``[start + warmup, start + warmup + baseline]`` once per job):
+    ``{metric: {"level": peers' level, "offsets": {node: offset}}}``, JSON-ready.
 
-    Nodes without a sample in it are left out (judged uncorrected); JSON-ready.
+    Nodes without a sample in it are left out (judged uncorrected).
     """
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict] = {}
     for m in metrics:
         if m not in aligned.data:
             continue
         X = series(aligned, m, p)
-        off = reference_offsets(X, aligned.times, aligned.times[0], np.inf)
-        out[m] = {n: float(v) for n, v in zip(aligned.nodes, off, strict=True) if np.isfinite(v)}
+        off, level = reference_offsets(X, aligned.times, aligned.times[0], np.inf)
+        out[m] = {
+            "level": level if np.isfinite(level) else None,
+            "offsets": {
+                n: float(v) for n, v in zip(aligned.nodes, off, strict=True) if np.isfinite(v)
+            },
+        }
     return out
 
 

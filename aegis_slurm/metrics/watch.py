@@ -267,7 +267,10 @@ def run_pass(
                 # judged on the absence of one exporter's series only: an exporter crash looks
                 # the same as a dead GPU; alert, never drain on it
                 inc["action"] = "alert (no samples of this metric: exporter down?)"
-            elif no_ref or (offsets is not None and f.node not in offsets.get(f.metric, {})):
+            elif no_ref or (
+                offsets is not None
+                and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})
+            ):
                 # judged without the node's own reference: a constant hardware offset looks the
                 # same as a fault; alert, never drain on it
                 inc["action"] = f"alert ({no_ref or 'no per-node reference for this node'})"

@@ -159,7 +159,8 @@ def test_baseline_removes_a_constant_offset_but_not_a_later_change() -> None:
     # the same reference taken from elsewhere (watch: the job's start), passed in as offsets
     ref = Aligned(times[20:40], a.nodes, {"DCGM_FI_DEV_GPU_TEMP": temp[:, 20:40]}, 15.0)
     offsets = job_reference(ref, pri, Params())
-    assert offsets["DCGM_FI_DEV_GPU_TEMP"]["n2"] == pytest.approx(14, abs=1.5)
+    assert offsets["DCGM_FI_DEV_GPU_TEMP"]["offsets"]["n2"] == pytest.approx(14, abs=1.5)
+    assert offsets["DCGM_FI_DEV_GPU_TEMP"]["level"] == pytest.approx(70, abs=1)
     late = Aligned(times[100:], a.nodes, {"DCGM_FI_DEV_GPU_TEMP": temp[:, 100:]}, 15.0)
     p = Params(warmup=0.0)
     assert {f.node for f in detect(late, pri, p).faulty} == {"n7"}  # its own start: n7 at 30'
@@ -227,3 +228,21 @@ def test_job_scale_measures_a_throughput_against_the_jobs_level() -> None:
     # a job idle all window: the scale stops at 5 % of the physical range, noise stays small
     idle = np.abs(np.random.default_rng(1).normal(0, 1e6, (8, 40)))
     assert np.nanmax(scale(idle, "DCGM_FI_PROF_NVLINK_TX_BYTES", Params())) < 0.001
+
+
+def test_a_hotter_node_is_as_cool_as_its_peers_at_idle() -> None:
+    # 12 °C hotter under load (cooling position), as cool as its peers in a checkpoint:
+    # read as a constant offset it would be 12 °C too cold then; read as a gain it is not
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(4)
+    times = 1e9 + 15.0 * np.arange(240)
+    load = np.ones(times.size)
+    load[150:174] = 0.0  # a long checkpoint: everybody idles 6 minutes
+    temp = 34 + 36 * load[None, :] + rng.normal(0, 0.4, (10, times.size))
+    temp[3] = 34 + 48 * load + rng.normal(0, 0.4, times.size)
+    a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_DEV_GPU_TEMP": temp}, 15.0)
+    pri = ["DCGM_FI_DEV_GPU_TEMP"]
+    assert detect(a, pri, Params()).faulty == []
+    (f,) = detect(a, pri, Params(gain=False)).faulty
+    assert f.node == "n3" and f.first_detected >= times[150]

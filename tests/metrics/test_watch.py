@@ -46,7 +46,8 @@ def test_an_incident_is_acted_on_once(prom_job: PromJob, tmp_path: Path) -> None
     # the job's [start + warm-up, + baseline] and kept for the next passes
     ref = state["references"]["77"]
     assert ref["start"] == prom_job.start + cfg.detector.warmup
-    assert set(ref["offsets"]["DCGM_FI_DEV_GPU_TEMP"]) == set(prom_job.nodes)
+    assert set(ref["offsets"]["DCGM_FI_DEV_GPU_TEMP"]["offsets"]) == set(prom_job.nodes)
+    assert 30 < ref["offsets"]["DCGM_FI_DEV_GPU_TEMP"]["level"] < 90  # °C under load
     ref["offsets"]["DCGM_FI_DEV_GPU_TEMP"]["marker"] = 1.0  # a second query would drop it
     again = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
     assert again.new == [] and list(again.open) == [f"77:{prom_job.truth.node}"]
