@@ -46,6 +46,7 @@ class Params:
     # node's normal (a constant hardware offset, an idle-by-design GPU); 0: off.
     baseline: float = 300.0
     gain: bool = True  # also read a node's reference offset as a gain (see :func:`corrected`)
+    join: bool = True  # a late starter's reference and judging begin when it joined the job
 
 
 @dataclass(frozen=True)
@@ -183,23 +184,42 @@ def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
 
 
 def reference_offsets(
-    X: np.ndarray, times: np.ndarray, start: float, span: float
+    X: np.ndarray,
+    times: np.ndarray,
+    start: float,
+    span: float,
+    since: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Each node's median offset from its peers' median over ``[start, start + span)``; and the
     peers' level there (the median of their median), which :func:`corrected` needs for gains.
 
-    NaN for a node without a sample in the reference (a gap, a late exporter): it is then judged
-    without a correction, i.e. more strictly, never silently passed.
+    ``since`` (per node, from :func:`joined_at`): a node's span starts when it joined the job,
+    not before (a late starter's idle minutes are not its normal); ``inf``: never joined, no
+    reference.  NaN for a node without a sample in its span (a gap, a late exporter, never
+    joined): it is then judged without a correction, i.e. more strictly, never silently passed.
     """
-    ref = (times >= start) & (times < start + span)
+    t0 = np.full(X.shape[0], start) if since is None else np.maximum(since, start)
+    ref = (times[None, :] >= t0[:, None]) & (times[None, :] < t0[:, None] + span)
     off = np.full(X.shape[0], np.nan)
-    if not ref.any():
+    cols = ref.any(axis=0)
+    if not cols.any():
         return off, float("nan")
-    med = peer_median(X[:, ref])
-    D = X[:, ref] - med[None, :]
+    med = peer_median(X[:, cols])
+    D = np.where(ref[:, cols], X[:, cols] - med[None, :], np.nan)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmedian(D, axis=1), float(np.nanmedian(med))
+
+
+def joined_at(
+    dev: np.ndarray, judged: np.ndarray, times: np.ndarray, threshold: float
+) -> np.ndarray:
+    """When each node joined the job: the first judged step at which it was within ``threshold``
+    of its peers (``inf``: never).  Nodes finish loading at their own pace; a late starter idles
+    (or its peers wait for it in NCCL) for minutes before it does what they do."""
+    ok = (dev <= threshold**2) & judged[None, :]
+    first = ok.argmax(axis=1)
+    return np.where(ok.any(axis=1), times[first], np.inf)
 
 
 def corrected(X: np.ndarray, off: np.ndarray, level: float, lo: float | None) -> list[np.ndarray]:
@@ -343,18 +363,37 @@ def prepare(
     metric: str,
     p: Params,
     ref: tuple[np.ndarray, float] | None = None,
-) -> list[np.ndarray]:
-    """The arrays the distances are taken on: :func:`series`, read against each node's reference
-    (``p.baseline``; ``ref`` = (offsets, level) given: a reference taken elsewhere, e.g. at the
-    job's start; see :func:`corrected`), each :func:`scale` d."""
+    ignore: np.ndarray | None = None,
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """The arrays the distances are taken on, and from when each node is judged (None: from
+    the warm-up's end).
+
+    :func:`series`, read against each node's reference (``p.baseline``: each node's first
+    ``baseline`` seconds after the warm-up *and* after it joined the job (:func:`joined_at`,
+    within the first ``baseline`` seconds; a node that did not join by then takes the warm-up's
+    end) — and judged from then;
+    ``ref`` = (offsets, level) given: a reference taken elsewhere, e.g. at the job's start), each
+    reading (:func:`corrected`) scaled (:func:`scale`).
+    """
     X = series(aligned, metric, p)
+    since = None
     if ref is None and p.baseline > 0:
-        ref = reference_offsets(X, aligned.times, aligned.times[0] + p.warmup, p.baseline)
+        start = aligned.times[0] + p.warmup
+        dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, p.lag)
+        span = (aligned.times >= start) & (aligned.times < start + p.baseline)
+        joined = joined_at(dev0, judged0 & span & p.join, aligned.times, p.threshold)
+        # not joined within the reference span: the node's state all along is its normal, like
+        # any constant offset (a GPU idle by design); the Prolog's checks are for a node broken
+        # from the start.  (A node "joining" later, e.g. when all idle at a checkpoint, would
+        # take that pause for its reference.)
+        joined[~np.isfinite(joined)] = start
+        ref = reference_offsets(X, aligned.times, start, p.baseline, joined)
+        since = joined
     if ref is None:
-        return [scale(X, metric, p)]
+        return [scale(X, metric, p)], since
     spec = spec_for(metric)
     lo = spec.lo if p.gain and (spec.scale != "events" or not p.scales) else None
-    return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)]
+    return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
 
 def deviation(
@@ -363,13 +402,15 @@ def deviation(
     p: Params,
     ignore: np.ndarray | None = None,
     ref: tuple[np.ndarray, float] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`peer_deviation` of the metric, the smaller over the readings of :func:`prepare`."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`peer_deviation` of the metric, the smaller over the readings of :func:`prepare`;
+    the judged steps; and from when each node is judged (None: all from the warm-up's end)."""
     dev, judged = None, None
-    for N in prepare(aligned, metric, p, ref):
+    arrays, since = prepare(aligned, metric, p, ref, ignore)
+    for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag)
         dev = d if dev is None else np.minimum(dev, d)
-    return dev, judged
+    return dev, judged, since
 
 
 def detect_metric(
@@ -380,12 +421,14 @@ def detect_metric(
     ref: tuple[np.ndarray, float] | None = None,
 ) -> tuple[list[Finding], int]:
     """Minder on one metric: the nodes that stay far from their peers for ``p.continuity``."""
-    dev, judged = deviation(aligned, metric, p, ignore, ref)
+    dev, judged, since = deviation(aligned, metric, p, ignore, ref)
     step = aligned.step
     w = max(round(p.window / step), 1)
     dist = window_distance(dev, w)
     warm = aligned.times < aligned.times[0] + p.warmup
     dist[:, warm] = np.nan
+    if since is not None:  # a late starter is judged once it joined (or the reference ended)
+        dist[aligned.times[None, :] < since[:, None]] = np.nan
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
     c = candidates(dist, p.threshold, p.max_share)

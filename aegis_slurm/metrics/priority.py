@@ -70,7 +70,7 @@ def window_features(
         if m not in aligned.data:
             cols.append(np.zeros(aligned.times.size))
             continue
-        dev, _ = deviation(aligned, m, p)
+        dev, _, _ = deviation(aligned, m, p)
         d = window_distance(dev, w)
         with np.errstate(all="ignore"):
             z = (d - d.mean(axis=0)) / d.std(axis=0)

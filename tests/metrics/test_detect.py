@@ -246,3 +246,22 @@ def test_a_hotter_node_is_as_cool_as_its_peers_at_idle() -> None:
     assert detect(a, pri, Params()).faulty == []
     (f,) = detect(a, pri, Params(gain=False)).faulty
     assert f.node == "n3" and f.first_detected >= times[150]
+
+
+def test_a_late_starter_is_judged_once_it_joined_and_a_never_joiner_is_its_own_normal() -> None:
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(5)
+    times = 1e9 + 15.0 * np.arange(240)
+    util = 99 + rng.normal(0, 0.5, (10, times.size))
+    util[4, :36] = 0.0  # finished loading 9 minutes in: idle while its peers wait for it
+    util[6, :] = 0.0  # one GPU idle by design all job long (the per-node minimum shows it)
+    util[8, 160:] = 0.0  # a GPU that dies at minute 40
+    a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_DEV_GPU_UTIL": util}, 15.0)
+    pri = ["DCGM_FI_DEV_GPU_UTIL"]
+    (f,) = detect(a, pri, Params()).faulty
+    assert f.node == "n8" and f.first_detected >= times[160]
+    # without the join rule, the late starter's idle minutes in its reference make it look
+    # changed once it works; without any reference, the idle-by-design GPU looks dead
+    assert "n4" in {f.node for f in detect(a, pri, Params(join=False)).faulty}
+    assert "n6" in {f.node for f in detect(a, pri, Params(baseline=0.0)).faulty}
