@@ -33,9 +33,15 @@ class MetricSpec:
     lo: float | None = None
     hi: float | None = None
     scale: str = "physical"  # "physical" | "job" | "events" (see the module's docstring)
+    #: a metric derived in PromQL from an exporter's series (``None``: the series itself):
+    #: ``(exporter metric, PromQL over {sel} = that metric's selector for the job's nodes)``
+    derived: tuple[str, str] | None = None
 
 
-#: The default set: twelve metrics, as in the issue's performance target.
+#: Recording-rule style name (level:metric:operations) of the lowest per-port IB receive rate.
+PORT_MIN = "instance:node_infiniband_port_data_received_bytes:rate_min_port"
+
+#: The default set: the issue's twelve metrics and the per-port minimum of the IB receive rate.
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
     MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700),
@@ -49,6 +55,18 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "node_infiniband_port_data_received_bytes_total", "node", "counter", "sum", 0, 50e9, "job"
     ),
     MetricSpec("node_infiniband_link_downed_total", "node", "counter", "sum", 0, 0.05, "events"),
+    # the node's *lowest* per-port receive rate: one port of eight down is an eighth of the
+    # summed rate (hidden in a job-wide slowdown) but the whole of this one
+    MetricSpec(
+        PORT_MIN,
+        "node",
+        "gauge",
+        "min",
+        0,
+        50e9,
+        "job",
+        ("node_infiniband_port_data_received_bytes_total", "rate({sel}[{range}s])"),
+    ),
     MetricSpec("node_load1", "node", "gauge", "avg", 0, 256),
     MetricSpec("node_memory_MemAvailable_bytes", "node", "gauge", "avg", 0, 2e12),
 )

@@ -56,3 +56,14 @@ def test_shipped_priority_covers_the_catalog() -> None:
         (Path(__file__).parents[2] / "aegis_slurm/metrics/priority_default.json").read_text()
     )
     assert doc["importance"][doc["priority"][0]] == max(doc["importance"].values())
+
+
+def test_derived_metrics_read_a_shipped_series() -> None:
+    # the lowest per-port IB rate is computed in PromQL from node_exporter's per-port counter
+    shipped = node_types()
+    derived = [m for m in DEFAULT_METRICS if m.derived is not None]
+    assert derived
+    for m in derived:
+        source, expr = m.derived
+        assert shipped.get(source) == "counter", source
+        assert "{sel}" in expr and m.kind == "gauge"
