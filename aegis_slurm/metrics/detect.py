@@ -237,16 +237,6 @@ def corrected(X: np.ndarray, off: np.ndarray, level: float, lo: float | None) ->
     return out
 
 
-def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:
-    """Subtract each node's median offset from its peers' median over ``[start, start + span)``.
-
-    A node that runs 10 °C hotter from the job's first minute is different, not faulty; a fault
-    is a *change* of a node relative to its peers.  The price: a fault already present during the
-    reference span is taken for the node's normal (the Prolog's health checks are for those).
-    """
-    return N - np.nan_to_num(reference_offsets(N, times, start, span)[0])[:, None]
-
-
 def job_level(X: np.ndarray) -> float:
     """The job's typical level of a throughput: the 90th percentile over time of the peers'
     median (the busy level; checkpoints and warm-up sit below it).  NaN when nothing reported."""
