@@ -486,9 +486,12 @@ def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, 
         X = series(aligned, m, p)
         off, level = reference_offsets(X, aligned.times, aligned.times[0], np.inf)
         out[m] = {
-            "level": level if np.isfinite(level) else None,
+            "level": float(f"{level:.6g}") if np.isfinite(level) else None,
+            # 6 significant digits: a 1,024-node job's reference stays ~300 kB in the state file
             "offsets": {
-                n: float(v) for n, v in zip(aligned.nodes, off, strict=True) if np.isfinite(v)
+                n: float(f"{v:.6g}")
+                for n, v in zip(aligned.nodes, off, strict=True)
+                if np.isfinite(v)
             },
         }
     return out
