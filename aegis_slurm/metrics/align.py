@@ -158,10 +158,11 @@ def _nearest(
     """Nearest sample (within ``tol``) of each node at each grid point, in one searchsorted.
 
     ``interpolate`` (cumulative counters): the value at a grid point is interpolated linearly
-    between the node's samples on either side (the nearest within ``tol``, the other within
-    two).  A counter's copy from the nearest scrape would make a zero increment followed by a
-    double one at every missed or jittered scrape — a rate dip on one node that is only the
-    exporter's timing.  A decrease (a reset) between them falls back to the nearest sample.
+    between the node's samples on either side when they are at most ``3 * tol`` apart (up to
+    three lost scrapes).  A counter's copy from the nearest scrape would make a zero increment
+    followed by a double one at every missed or jittered scrape — a rate dip on one node that is
+    only the exporter's timing.  A decrease (a reset) between them falls back to the nearest
+    sample; a longer gap stays absent (a node that stops reporting is evidence).
 
     Also returns how many samples repeat an earlier one's (node, time): duplicates, one used.
     """
@@ -212,12 +213,16 @@ def _nearest(
     best = np.minimum(dl, dr)
     ntol = np.repeat(tols, T)
     picked = vals[pick]
+    keep = best <= ntol
     if interpolate:
-        # the nearest within the tolerance, the other side within two (one lost scrape between)
-        both = (best <= ntol) & (dl <= 2 * ntol) & (dr <= 2 * ntol) & (dl + dr > 0)
+        # scrapes on both sides at most 3 tolerances (4.5 scrape intervals) apart: up to three
+        # lost scrapes in a row; a counter's value between them is known (monotonic), and a
+        # copy of a scrape up to 1.5 intervals away would put a wrong increase on this step
+        both = np.isfinite(dl) & np.isfinite(dr) & (dl + dr <= 3 * ntol) & (dl + dr > 0)
         both &= vals[right] >= vals[left]
         with np.errstate(all="ignore"):
             lin = vals[left] + (vals[right] - vals[left]) * dl / (dl + dr)
         picked = np.where(both, lin, picked)
-    flat = np.where(best <= ntol, picked, np.nan)
+        keep |= both
+    flat = np.where(keep, picked, np.nan)
     return flat.reshape(n, T), dup

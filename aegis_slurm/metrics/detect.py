@@ -47,6 +47,7 @@ class Params:
     baseline: float = 300.0
     gain: bool = True  # also read a node's reference offset as a gain (see :func:`corrected`)
     join: bool = True  # a late starter's reference and judging begin when it joined the job
+    steady: bool = True  # the reference counts only steps with the job at its typical level
 
 
 @dataclass(frozen=True)
@@ -78,15 +79,25 @@ def to_rates(X: np.ndarray, step: float, window: float = 60.0) -> np.ndarray:
     """Per-second rate of a monotonic counter over ``window`` seconds (Prometheus' ``rate()``).
 
     A decrease is a counter reset: the post-reset value is the increase, as Prometheus assumes.
+    Like ``rate()``, the increase is taken between the samples the window holds and divided by the
+    time between them: a lost scrape neither zeroes the rate after it (the increase across the
+    gap is not dropped) nor doubles it (it is spread over the gap).  Absent samples stay absent.
     """
-    d = np.diff(X, axis=1, prepend=np.nan)
-    d = np.where(d < 0, X, d)
+    n, T = X.shape
+    valid = ~np.isnan(X)
+    # index of the last sample at or before each step (-1: none yet)
+    last = np.maximum.accumulate(np.where(valid, np.arange(T)[None, :], -1), axis=1)
+    rows = np.arange(n)[:, None]
+    Xf = np.where(last >= 0, X[rows, np.maximum(last, 0)], np.nan)
+    d = np.diff(Xf, axis=1, prepend=np.nan)
+    d = np.nan_to_num(np.where(d < 0, Xf, d))
+    c = np.cumsum(d, axis=1)
     k = max(round(window / step), 1)
-    c = np.nancumsum(np.nan_to_num(d), axis=1)
-    s = c - np.concatenate([np.zeros((X.shape[0], k)), c[:, :-k]], axis=1)[:, : X.shape[1]]
-    s = s / (k * step)
-    s[np.isnan(X)] = np.nan
-    s[:, :1] = np.nan
+    back = np.maximum(np.arange(T) - k, 0)
+    elapsed = (last - last[:, back]) * step
+    with np.errstate(all="ignore"):
+        s = (c - c[:, back]) / elapsed
+    s[(elapsed <= 0) | (last[:, back] < 0) | ~valid] = np.nan
     return s
 
 
@@ -189,9 +200,14 @@ def reference_offsets(
     start: float,
     span: float,
     since: np.ndarray | None = None,
+    steady: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Each node's median offset from its peers' median over ``[start, start + span)``; and the
     peers' level there (the median of their median), which :func:`corrected` needs for gains.
+
+    ``steady`` (per time step, :func:`steady_steps`): only steps at which the job runs at its
+    typical level count — the tail of a warm-up (everyone waiting in NCCL for a late starter)
+    or a checkpoint inside the span would make an idle offset the node's "normal" under load.
 
     ``since`` (per node, from :func:`joined_at`): a node's span starts when it joined the job,
     not before (a late starter's idle minutes are not its normal); ``inf``: never joined, no
@@ -200,6 +216,8 @@ def reference_offsets(
     """
     t0 = np.full(X.shape[0], start) if since is None else np.maximum(since, start)
     ref = (times[None, :] >= t0[:, None]) & (times[None, :] < t0[:, None] + span)
+    if steady is not None:
+        ref &= steady[None, :]
     off = np.full(X.shape[0], np.nan)
     cols = ref.any(axis=0)
     if not cols.any():
@@ -209,6 +227,18 @@ def reference_offsets(
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmedian(D, axis=1), float(np.nanmedian(med))
+
+
+def steady_steps(X: np.ndarray, lo: float | None) -> np.ndarray:
+    """Time steps at which the peers' median is near the job's typical level (:func:`job_level`):
+    within a quarter of that level's distance from the floor ``lo`` (0 without one)."""
+    med = peer_median(X)
+    level = job_level(X)
+    base = 0.0 if lo is None else lo
+    if not np.isfinite(level) or level == base:
+        return np.ones(X.shape[1], bool)
+    with np.errstate(invalid="ignore"):
+        return np.abs(med - level) <= 0.25 * abs(level - base)
 
 
 def joined_at(
@@ -224,16 +254,19 @@ def joined_at(
 
 def corrected(X: np.ndarray, off: np.ndarray, level: float, lo: float | None) -> list[np.ndarray]:
     """``X`` less each node's reference offset, read two ways: as a constant offset, and as a
-    gain over the metric's floor ``lo`` (a node 12 °C hotter under load is about as hot as its
-    peers at idle: its offset scales with the load).  A node is judged by the reading that puts
-    it *closer* to its peers (:func:`detect_metric` takes the smaller distance): an outlier under
-    both is not a hardware offset.  Without a floor (``lo`` None) only the offset reading.
+    gain ``g`` over the metric's floor ``lo`` — the node's normal is ``lo + g (median - lo)``, so
+    its offset follows the job's level: a node 12 °C hotter under load is as cool as its peers at
+    idle, and a GPU idle by design (``g`` = 0) stays at the floor through a slowdown while its
+    peers slow down.  A node is judged by the reading that puts it *closer* to its peers
+    (:func:`deviation` takes the smaller distance): an outlier under both is not a hardware
+    offset.  Without a floor (``lo`` None) only the offset reading.
     """
     off0 = np.nan_to_num(off)
     out = [X - off0[:, None]]
     if lo is not None and np.isfinite(level) and level - lo > 0:
-        gain = np.clip(1.0 + off0 / (level - lo), 0.5, 2.0)
-        out.append(lo + (X - lo) / gain[:, None])
+        gain = np.clip(1.0 + off0 / (level - lo), 0.0, 2.0)
+        # X - (g - 1)(median - lo): compared with the median, that is X - lo - g (median - lo)
+        out.append(X - (gain - 1.0)[:, None] * (peer_median(X) - lo)[None, :])
     return out
 
 
@@ -348,6 +381,36 @@ def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
     return normalise(X, spec.lo, hi)
 
 
+def node_reference(
+    X: np.ndarray,
+    times: np.ndarray,
+    metric: str,
+    p: Params,
+    start: float,
+    span: float,
+    ignore: np.ndarray | None = None,
+) -> tuple[tuple[np.ndarray, float], np.ndarray]:
+    """Each node's reference (offsets, peers' level) over ``[start, start + span)`` of the
+    :func:`series` ``X``, and when each node joined (from when it is judged).
+
+    Only steps with the job at its typical level count (:func:`steady_steps`); a late starter's
+    span begins when it first matched its peers within the span (:func:`joined_at`); a node that
+    did not is its own normal from ``start`` (a GPU idle by design; the Prolog's checks are for
+    a node broken from the start; a node "joining" later, e.g. when all idle at a checkpoint,
+    would take that pause for its normal).
+    """
+    dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, p.lag)
+    steady = None
+    if p.steady and not (p.scales and spec_for(metric).scale == "events"):
+        steady = steady_steps(X, spec_for(metric).lo)
+    inside = (times >= start) & (times < start + span)
+    if steady is not None:
+        inside &= steady
+    joined = joined_at(dev0, judged0 & inside & p.join, times, p.threshold)
+    joined[~np.isfinite(joined)] = start
+    return reference_offsets(X, times, start, span, joined, steady), joined
+
+
 def prepare(
     aligned: Aligned,
     metric: str,
@@ -358,27 +421,16 @@ def prepare(
     """The arrays the distances are taken on, and from when each node is judged (None: from
     the warm-up's end).
 
-    :func:`series`, read against each node's reference (``p.baseline``: each node's first
-    ``baseline`` seconds after the warm-up *and* after it joined the job (:func:`joined_at`,
-    within the first ``baseline`` seconds; a node that did not join by then takes the warm-up's
-    end) — and judged from then;
-    ``ref`` = (offsets, level) given: a reference taken elsewhere, e.g. at the job's start), each
-    reading (:func:`corrected`) scaled (:func:`scale`).
+    :func:`series`, read against each node's reference (``p.baseline`` seconds after the
+    warm-up, :func:`node_reference`; or ``ref`` = (offsets, level) taken elsewhere, e.g. at the
+    job's start), each reading (:func:`corrected`) scaled (:func:`scale`).
     """
     X = series(aligned, metric, p)
     since = None
     if ref is None and p.baseline > 0:
-        start = aligned.times[0] + p.warmup
-        dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, p.lag)
-        span = (aligned.times >= start) & (aligned.times < start + p.baseline)
-        joined = joined_at(dev0, judged0 & span & p.join, aligned.times, p.threshold)
-        # not joined within the reference span: the node's state all along is its normal, like
-        # any constant offset (a GPU idle by design); the Prolog's checks are for a node broken
-        # from the start.  (A node "joining" later, e.g. when all idle at a checkpoint, would
-        # take that pause for its reference.)
-        joined[~np.isfinite(joined)] = start
-        ref = reference_offsets(X, aligned.times, start, p.baseline, joined)
-        since = joined
+        ref, since = node_reference(
+            X, aligned.times, metric, p, aligned.times[0] + p.warmup, p.baseline, ignore
+        )
     if ref is None:
         return [scale(X, metric, p)], since
     spec = spec_for(metric)
@@ -484,7 +536,7 @@ def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, 
         if m not in aligned.data:
             continue
         X = series(aligned, m, p)
-        off, level = reference_offsets(X, aligned.times, aligned.times[0], np.inf)
+        (off, level), _ = node_reference(X, aligned.times, m, p, aligned.times[0], np.inf)
         out[m] = {
             "level": float(f"{level:.6g}") if np.isfinite(level) else None,
             # 6 significant digits: a 1,024-node job's reference stays ~300 kB in the state file

@@ -265,3 +265,44 @@ def test_a_late_starter_is_judged_once_it_joined_and_a_never_joiner_is_its_own_n
     # changed once it works; without any reference, the idle-by-design GPU looks dead
     assert "n4" in {f.node for f in detect(a, pri, Params(join=False)).faulty}
     assert "n6" in {f.node for f in detect(a, pri, Params(baseline=0.0)).faulty}
+
+
+def test_a_rate_spans_lost_scrapes_like_prometheus_rate() -> None:
+    X = 100.0 * np.arange(12, dtype=float)[None, :]  # 100 per 15 s step
+    X[0, 5:7] = np.nan  # two lost scrapes
+    r = to_rates(X, step=15.0, window=15.0)
+    assert np.isnan(r[0, 5:7]).all()  # absent stays absent
+    np.testing.assert_allclose(r[0, 7:], 100 / 15)  # the increase across the gap is spread
+    np.testing.assert_allclose(r[0, 1:5], 100 / 15)
+
+
+def test_an_idle_by_design_gpu_stays_quiet_through_a_job_wide_slowdown() -> None:
+    # its reference offset is "minus the whole level": a gain of 0, not a constant offset that
+    # would make it look +40 % when its peers slow down to 60 %
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(6)
+    times = 1e9 + 15.0 * np.arange(240)
+    level = np.where((times >= times[120]) & (times < times[180]), 0.6, 1.0) * 40e9
+    nvl = level[None, :] * rng.normal(1, 0.01, (10, times.size))
+    nvl[5] = 0.0  # one GPU of the node has nothing to do (per-node minimum)
+    a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_PROF_NVLINK_TX_BYTES": nvl}, 15.0)
+    pri = ["DCGM_FI_PROF_NVLINK_TX_BYTES"]
+    assert detect(a, pri, Params()).faulty == []
+    assert [f.node for f in detect(a, pri, Params(gain=False)).faulty] == ["n5"]
+
+
+def test_the_reference_is_taken_with_the_job_at_its_level() -> None:
+    # everyone waits (cool) until minute 8, then trains; node 2 runs 11 °C hotter under load.
+    # Its offset in the waiting minutes is not its offset under load.
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(7)
+    times = 1e9 + 15.0 * np.arange(240)
+    load = (times >= times[32]).astype(float)
+    temp = 36 + 35 * load[None, :] + rng.normal(0, 0.4, (8, times.size))
+    temp[2] = 36 - 4 + 50 * load + rng.normal(0, 0.4, times.size)
+    a = Aligned(times, [f"n{i}" for i in range(8)], {"DCGM_FI_DEV_GPU_TEMP": temp}, 15.0)
+    pri = ["DCGM_FI_DEV_GPU_TEMP"]
+    assert detect(a, pri, Params()).faulty == []
+    assert [f.node for f in detect(a, pri, Params(steady=False, gain=False)).faulty] == ["n2"]
