@@ -132,6 +132,7 @@ def accuracy(jobs_per_fault: int) -> dict[str, dict[str, float]]:
             "minder_no_reference": lambda a: detect(a, PRI, Params(baseline=0.0)),
             "minder_no_gain_reading": lambda a: detect(a, PRI, Params(gain=False)),
             "minder_no_join_rule": lambda a: detect(a, PRI, Params(join=False)),
+            "minder_no_steady_gate": lambda a: detect(a, PRI, Params(steady=False)),
             "minder_all_physical_scales": lambda a: detect(a, PRI, Params(scales=False)),
             "minder_no_lag": lambda a: detect(a, PRI, Params(lag=0)),
             "minder_no_denoise": lambda a: detect(a, PRI, Params(denoise="none")),

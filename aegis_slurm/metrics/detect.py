@@ -29,6 +29,9 @@ class Params:
     continuity: float = 240.0  # seconds a node must stay the outlier (Minder: ~4 min)
     threshold: float = 0.12  # RMS normalised distance to the peers' median that makes a candidate
     max_share: float = 0.25  # more candidates than this share of nodes: a job-wide event
+    # ... or than this many (0: no bound): machines fail one or two at a time (Minder flags the
+    # one farthest machine per window); dozens at once in a 512-node job are a job-wide state
+    max_nodes: int = 4
     denoise: str = "median"  # "median" | "none"
     # seconds in the running median: 5 samples at 15 s; at a 60 s scrape none (a 5-minute median
     # would erase a checkpoint on the nodes sampled twice in it and keep it on those sampled 3x)
@@ -324,10 +327,15 @@ def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
     return np.sqrt(s / w)
 
 
-def candidates(dist: np.ndarray, threshold: float, max_share: float) -> np.ndarray:
-    """Nodes farther than ``threshold`` from their peers, in windows where they are a minority."""
+def candidates(
+    dist: np.ndarray, threshold: float, max_share: float, max_nodes: int = 0
+) -> np.ndarray:
+    """Nodes farther than ``threshold`` from their peers, in windows where they are a minority:
+    at most ``max_share`` of the nodes and (``max_nodes`` > 0) at most ``max_nodes`` of them."""
     c = np.nan_to_num(dist) > threshold
     allowed = max(1, int(max_share * dist.shape[0]))
+    if max_nodes > 0:
+        allowed = min(allowed, max_nodes)
     c[:, c.sum(axis=0) > allowed] = False
     return c
 
@@ -473,7 +481,7 @@ def detect_metric(
         dist[aligned.times[None, :] < since[:, None]] = np.nan
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
-    c = candidates(dist, p.threshold, p.max_share)
+    c = candidates(dist, p.threshold, p.max_share, p.max_nodes)
     k = max(round(p.continuity / step), 1)
     first = continuity(c, k)
     out = []

@@ -306,3 +306,12 @@ def test_the_reference_is_taken_with_the_job_at_its_level() -> None:
     pri = ["DCGM_FI_DEV_GPU_TEMP"]
     assert detect(a, pri, Params()).faulty == []
     assert [f.node for f in detect(a, pri, Params(steady=False, gain=False)).faulty] == ["n2"]
+
+
+def test_dozens_of_candidates_at_once_are_a_job_wide_state_not_faults() -> None:
+    dist = np.zeros((512, 2))
+    dist[:40, 0] = 0.5  # 40 of 512 (8 %): under the 25 % share, but no fleet fails 40 at once
+    dist[:3, 1] = 0.5  # three: plausible
+    c = candidates(dist, 0.12, 0.25, max_nodes=4)
+    assert not c[:, 0].any() and c[:3, 1].all()
+    assert candidates(dist, 0.12, 0.25)[:40, 0].all()  # without the bound they would all count
