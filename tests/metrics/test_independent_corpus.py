@@ -132,10 +132,10 @@ def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
 
 
 #: observed (seed 2027, 55 jobs).  First run, the detector as first shipped: 0.463 / 0.704 /
-#: 3.8 min.  After the rework (reference, scales, counter interpolation, join rule): minder 1.000
-#: / 0.889 / 4.0 min (the three one-IB-port-of-eight jobs missed); λ+2δ 0.218 / 0.815 / 10.1
-#: min; z-score 0.191 / 0.667 / 4.0 min.  Floors: a little under what was seen (precision,
-#: recall, median delay in minutes).
+#: 3.8 min.  After the rework (docs/minder.md, "Accuracy"): minder 1.000 / 0.889 / 4.0 min (the
+#: three one-IB-port-of-eight jobs missed: v1 carries only the summed port counter); λ+2δ 0.218 /
+#: 0.815 / 10.1 min; z-score 0.191 / 0.667 / 4.0 min.  Floors: a little under what was seen
+#: (precision, recall, median delay in minutes).
 FLOOR = {"minder": (0.95, 0.85, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_independent_corpus (docs/minder.md)
