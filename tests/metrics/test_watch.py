@@ -180,3 +180,16 @@ def test_absence_of_one_exporter_is_alerted_never_drained(
     actions = {i["node"]: i["action"] for i in rep.new}
     assert actions.get("gpu0005", "").startswith("alert (no samples of this metric")
     assert drained == []
+
+
+def test_a_reference_span_still_in_progress_is_used_but_not_kept(
+    prom_job: PromJob, tmp_path: Path
+) -> None:
+    # a 1-minute lookback on a job 7 minutes old: the window lies after the warm-up, inside the
+    # reference span [5 min, 10 min] that is not over yet
+    cfg = config(tmp_path, lookback=60.0)
+    job = JobWindow("80", prom_job.nodes, prom_job.end - 7 * 60, prom_job.end)
+    state: dict = {}
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert rep.jobs_checked == 1 and rep.prometheus_ok
+    assert "80" not in state["references"]
