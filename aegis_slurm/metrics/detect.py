@@ -29,8 +29,9 @@ class Params:
     continuity: float = 240.0  # seconds a node must stay the outlier (Minder: ~4 min)
     threshold: float = 0.12  # RMS normalised distance to the peers' median that makes a candidate
     max_share: float = 0.25  # more candidates than this share of nodes: a job-wide event
-    # ... or than this many (0: no bound): machines fail one or two at a time (Minder flags the
-    # one farthest machine per window); dozens at once in a 512-node job are a job-wide state
+    # more nodes than this (0: no bound) found on one metric within one continuity period of
+    # each other are a job-wide state, not faults: machines fail one or two at a time (Minder
+    # flags the one farthest machine per window); dozens at once in a 512-node job do not
     max_nodes: int = 4
     denoise: str = "median"  # "median" | "none"
     # seconds in the running median: 5 samples at 15 s; at a 60 s scrape none (a 5-minute median
@@ -327,17 +328,31 @@ def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
     return np.sqrt(s / w)
 
 
-def candidates(
-    dist: np.ndarray, threshold: float, max_share: float, max_nodes: int = 0
-) -> np.ndarray:
-    """Nodes farther than ``threshold`` from their peers, in windows where they are a minority:
-    at most ``max_share`` of the nodes and (``max_nodes`` > 0) at most ``max_nodes`` of them."""
+def candidates(dist: np.ndarray, threshold: float, max_share: float) -> np.ndarray:
+    """Nodes farther than ``threshold`` from their peers, in windows where they are a minority."""
     c = np.nan_to_num(dist) > threshold
     allowed = max(1, int(max_share * dist.shape[0]))
-    if max_nodes > 0:
-        allowed = min(allowed, max_nodes)
     c[:, c.sum(axis=0) > allowed] = False
     return c
+
+
+def simultaneous_bound(
+    first: np.ndarray, times: np.ndarray, period: float, max_nodes: int
+) -> np.ndarray:
+    """The nodes with a finding (``first`` >= 0), less those found together with more than
+    ``max_nodes`` others within ``period`` seconds: a whole group at once is a job-wide state.
+
+    On findings rather than on each window's candidates: in a noisy 512-node job a handful of
+    nodes cross the threshold by chance in any window, and bounding those would hide the one
+    node that stays across it.
+    """
+    hits = np.flatnonzero(first >= 0)
+    if max_nodes <= 0 or hits.size <= max_nodes:
+        return hits
+    t = times[first[hits]]
+    s = np.sort(t)
+    near = np.searchsorted(s, t + period, "right") - np.searchsorted(s, t - period, "left")
+    return hits[near <= max_nodes]
 
 
 def continuity(c: np.ndarray, k: int) -> np.ndarray:
@@ -481,11 +496,11 @@ def detect_metric(
         dist[aligned.times[None, :] < since[:, None]] = np.nan
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
-    c = candidates(dist, p.threshold, p.max_share, p.max_nodes)
+    c = candidates(dist, p.threshold, p.max_share)
     k = max(round(p.continuity / step), 1)
     first = continuity(c, k)
     out = []
-    for i in np.flatnonzero(first >= 0):
+    for i in simultaneous_bound(first, aligned.times, p.continuity, p.max_nodes):
         j = int(first[i])
         run = dist[i, j - k + 1 : j + 1]
         out.append(

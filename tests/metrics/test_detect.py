@@ -25,6 +25,7 @@ from aegis_slurm.metrics.detect import (
     normalise,
     peer_deviation,
     scale,
+    simultaneous_bound,
     to_rates,
     window_distance,
     zscore_baseline,
@@ -308,10 +309,11 @@ def test_the_reference_is_taken_with_the_job_at_its_level() -> None:
     assert [f.node for f in detect(a, pri, Params(steady=False, gain=False)).faulty] == ["n2"]
 
 
-def test_dozens_of_candidates_at_once_are_a_job_wide_state_not_faults() -> None:
-    dist = np.zeros((512, 2))
-    dist[:40, 0] = 0.5  # 40 of 512 (8 %): under the 25 % share, but no fleet fails 40 at once
-    dist[:3, 1] = 0.5  # three: plausible
-    c = candidates(dist, 0.12, 0.25, max_nodes=4)
-    assert not c[:, 0].any() and c[:3, 1].all()
-    assert candidates(dist, 0.12, 0.25)[:40, 0].all()  # without the bound they would all count
+def test_dozens_of_findings_at_once_are_a_job_wide_state_not_faults() -> None:
+    times = 1e9 + 15.0 * np.arange(100)
+    first = np.full(512, -1)
+    first[:40] = 50  # 40 of 512 found in the same minute: under the 25 % share, still no fault
+    first[100:103] = [20, 22, 90]  # three apart or near: plausible
+    kept = simultaneous_bound(first, times, 240.0, 4)
+    assert sorted(kept) == [100, 101, 102]
+    assert len(simultaneous_bound(first, times, 240.0, 0)) == 43  # without the bound
