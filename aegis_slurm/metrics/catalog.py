@@ -41,7 +41,11 @@ class MetricSpec:
 #: Recording-rule style name (level:metric:operations) of the lowest per-port IB receive rate.
 PORT_MIN = "instance:node_infiniband_port_data_received_bytes:rate_min_port"
 
-#: The default set: the issue's twelve metrics and the per-port minimum of the IB receive rate.
+#: The lowest per-GPU rate of dcgm-exporter's default NVLink counter.
+NVLINK_MIN = "Hostname:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL:rate_min_gpu"
+
+#: The default set: the issue's twelve metrics and the per-device minima of the IB receive rate
+#: and of the NVLink counter.
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
     MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700),
@@ -51,6 +55,18 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_PROF_PCIE_TX_BYTES", "dcgm", "gauge", "min", 0, 32e9, "job"),
     MetricSpec("DCGM_FI_PROF_NVLINK_TX_BYTES", "dcgm", "gauge", "min", 0, 300e9, "job"),
     MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 0, 50, "events"),
+    # in dcgm-exporter's default counters (DCGM_FI_PROF_NVLINK_TX_BYTES is not): the slowest
+    # GPU's NVLink rate; the job scale makes its unit (bytes or KiB per DCGM version) immaterial
+    MetricSpec(
+        NVLINK_MIN,
+        "dcgm",
+        "gauge",
+        "min",
+        0,
+        1e12,
+        "job",
+        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "rate({sel}[{range}s])"),
+    ),
     MetricSpec(
         "node_infiniband_port_data_received_bytes_total", "node", "counter", "sum", 0, 50e9, "job"
     ),

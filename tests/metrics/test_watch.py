@@ -169,7 +169,7 @@ def test_absence_of_one_exporter_is_alerted_never_drained(
     from aegis_slurm.simulate.metrics import simulate_job
 
     df, _ = simulate_job(8, 30, None, seed=44)
-    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.starts_with("DCGM_")))
+    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.contains("DCGM_")))
     monkeypatch.setattr(watch, "fetch_job", lambda *a, **k: df)
     drained: list[str] = []
     monkeypatch.setattr(watch, "_drain", lambda cfg, node, *a: drained.append(node) or "drains")
