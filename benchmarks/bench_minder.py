@@ -38,6 +38,7 @@ from aegis_slurm.metrics.table import read_table
 from aegis_slurm.simulate.metrics import corpus, simulate_job
 
 METRICS = [m.name for m in DEFAULT_METRICS]
+PRI = default_priority()
 
 
 def last_minutes(df: pl.DataFrame, minutes: float) -> pl.DataFrame:
@@ -127,18 +128,17 @@ def accuracy(jobs_per_fault: int) -> dict[str, dict[str, float]]:
     for split, seed in (("tuning", 1), ("evaluation", 2)):
         jobs = corpus(seed, jobs_per_fault, 2 * jobs_per_fault)
         runs = {
-            "minder": lambda a: detect(a, default_priority()),
-            "minder_no_denoise": lambda a: detect(a, default_priority(), Params(denoise="none")),
-            "minder_threshold_0.06": lambda a: detect(
-                a, default_priority(), Params(threshold=0.06)
-            ),
-            "minder_threshold_0.06_no_denoise": lambda a: detect(
-                a, default_priority(), Params(threshold=0.06, denoise="none")
-            ),
-            "minder_no_physical_range": lambda a: detect(
-                a, default_priority(), Params(physical_range=False)
-            ),
-            "minder_no_job_wide_cap": lambda a: detect(a, default_priority(), Params(max_share=1)),
+            "minder": lambda a: detect(a, PRI),
+            "minder_no_reference": lambda a: detect(a, PRI, Params(baseline=0.0)),
+            "minder_no_gain_reading": lambda a: detect(a, PRI, Params(gain=False)),
+            "minder_no_join_rule": lambda a: detect(a, PRI, Params(join=False)),
+            "minder_no_steady_gate": lambda a: detect(a, PRI, Params(steady=False)),
+            "minder_all_physical_scales": lambda a: detect(a, PRI, Params(scales=False)),
+            "minder_no_lag": lambda a: detect(a, PRI, Params(lag=0)),
+            "minder_no_denoise": lambda a: detect(a, PRI, Params(denoise="none")),
+            "minder_threshold_0.06": lambda a: detect(a, PRI, Params(threshold=0.06)),
+            "minder_no_physical_range": lambda a: detect(a, PRI, Params(physical_range=False)),
+            "minder_no_job_wide_cap": lambda a: detect(a, PRI, Params(max_share=1)),
             "lambda_2delta": lambda a: lambda_2delta(a, METRICS),
             "zscore_4min": lambda a: zscore_baseline(a, METRICS),
         }

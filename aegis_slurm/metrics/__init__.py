@@ -45,8 +45,13 @@ def analyse(
     params: Params | None = None,
     detector: str = "minder",
     step: float | None = None,
+    offsets: dict[str, dict[str, float]] | None = None,
 ) -> tuple[Result, Aligned]:
-    """Align a long table and run a detector (``minder`` or ``lambda2delta``) over it."""
+    """Align a long table and run a detector (``minder`` or ``lambda2delta``) over it.
+
+    ``offsets``: each node's reference offset per metric taken elsewhere (``watch``: from the
+    job's start, :func:`aegis_slurm.metrics.detect.job_reference`); None: from the window's start.
+    """
     aligned = align(df, step=step, nodes=nodes, start=start, end=end)
     if len(aligned.nodes) < 2:
         raise NoDataError(
@@ -65,7 +70,7 @@ def analyse(
         return lambda_2delta(aligned, pri, p=params), aligned
     if detector != "minder":
         raise ValueError(f"unknown detector {detector!r}")
-    return detect(aligned, pri, params), aligned
+    return detect(aligned, pri, params, offsets), aligned
 
 
 def to_json(result: Result) -> dict[str, Any]:

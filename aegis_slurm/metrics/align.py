@@ -137,7 +137,9 @@ def align(
     index = {n: i for i, n in enumerate(names)}
     data: dict[str, np.ndarray] = {}
     for part in cleaned.partition_by("metric", maintain_order=True):
-        data[str(part["metric"][0])], dup = _nearest(part, index, grid, tol)
+        name = str(part["metric"][0])
+        counter = spec_for(name).kind == "counter"
+        data[name], dup = _nearest(part, index, grid, tol, interpolate=counter)
         if dup:  # the same sample twice (a re-ingested scrape): one is used, the rest counted
             dropped["duplicate (time, node, metric)"] += dup
     unknown = cleaned.filter(~pl.col("node").is_in(names)).height
@@ -147,9 +149,20 @@ def align(
 
 
 def _nearest(
-    part: pl.DataFrame, index: dict[str, int], grid: np.ndarray, tol: float
+    part: pl.DataFrame,
+    index: dict[str, int],
+    grid: np.ndarray,
+    tol: float,
+    interpolate: bool = False,
 ) -> tuple[np.ndarray, int]:
     """Nearest sample (within ``tol``) of each node at each grid point, in one searchsorted.
+
+    ``interpolate`` (cumulative counters): the value at a grid point is interpolated linearly
+    between the node's samples on either side when they are at most ``3 * tol`` apart (up to
+    three lost scrapes).  A counter's copy from the nearest scrape would make a zero increment
+    followed by a double one at every missed or jittered scrape — a rate dip on one node that is
+    only the exporter's timing.  A decrease (a reset) between them falls back to the nearest
+    sample; a longer gap stays absent (a node that stops reporting is evidence).
 
     Also returns how many samples repeat an earlier one's (node, time): duplicates, one used.
     """
@@ -198,5 +211,18 @@ def _nearest(
     dr = np.where(codes[right] == qn, np.abs(keys[right] - q), np.inf)
     pick = np.where(dr < dl, right, left)
     best = np.minimum(dl, dr)
-    flat = np.where(best <= np.repeat(tols, T), vals[pick], np.nan)
+    ntol = np.repeat(tols, T)
+    picked = vals[pick]
+    keep = best <= ntol
+    if interpolate:
+        # scrapes on both sides at most 3 tolerances (4.5 scrape intervals) apart: up to three
+        # lost scrapes in a row; a counter's value between them is known (monotonic), and a
+        # copy of a scrape up to 1.5 intervals away would put a wrong increase on this step
+        both = np.isfinite(dl) & np.isfinite(dr) & (dl + dr <= 3 * ntol) & (dl + dr > 0)
+        both &= vals[right] >= vals[left]
+        with np.errstate(all="ignore"):
+            lin = vals[left] + (vals[right] - vals[left]) * dl / (dl + dr)
+        picked = np.where(both, lin, picked)
+        keep |= both
+    flat = np.where(keep, picked, np.nan)
     return flat.reshape(n, T), dup

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.ndimage import median_filter
+from scipy.stats import poisson
 
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import spec_for
@@ -21,21 +22,36 @@ from aegis_slurm.metrics.catalog import spec_for
 
 @dataclass(frozen=True)
 class Params:
-    """Detector settings; the defaults were chosen on the simulator's *tuning* split (seed 1)."""
+    """Detector settings; the defaults were chosen on the simulator's *tuning* split (seed 1) or
+    from how exporters and synchronous jobs behave (docs/minder.md says which and why)."""
 
     window: float = 60.0  # seconds per distance window (Minder's w)
     continuity: float = 240.0  # seconds a node must stay the outlier (Minder: ~4 min)
     threshold: float = 0.12  # RMS normalised distance to the peers' median that makes a candidate
     max_share: float = 0.25  # more candidates than this share of nodes: a job-wide event
+    # more nodes than this (0: no bound) found on one metric within one continuity period of
+    # each other are a job-wide state, not faults: machines fail one or two at a time (Minder
+    # flags the one farthest machine per window); dozens at once in a 512-node job do not
+    max_nodes: int = 4
     denoise: str = "median"  # "median" | "none"
-    denoise_size: int = 5  # samples in the running median
-    rate_window: float = 120.0  # seconds over which counters become rates (like rate(x[2m]))
+    # seconds in the running median: 5 samples at 15 s; at a 60 s scrape none (a 5-minute median
+    # would erase a checkpoint on the nodes sampled twice in it and keep it on those sampled 3x)
+    denoise_span: float = 75.0
+    rate_window: float = 120.0  # seconds over which *error* counters become rates (rate(x[2m]))
+    # seconds over which byte counters become rates: a dense counter needs no 2-minute window,
+    # which would stretch a rank's 90 s-longer checkpoint write past the continuity threshold
+    throughput_rate_window: float = 30.0
     warmup: float = 300.0  # seconds after the first sample in which nothing is flagged
     quorum: float = 0.5  # share of nodes that must report for a time step to be judged
     physical_range: bool = True  # Min-Max floor at the catalog's range (False: the data's only)
+    scales: bool = True  # the catalog's per-metric scale ("job", "events"); False: all physical
+    lag: int = 1  # steps a node's edge may trail or lead its peers' (scrape offsets, skew)
     # seconds after the warm-up whose median offset of each node from its peers is taken as that
-    # node's normal (a constant hardware offset); 0: off.  See docs/minder.md for the trade-off.
-    baseline: float = 0.0
+    # node's normal (a constant hardware offset, an idle-by-design GPU); 0: off.
+    baseline: float = 300.0
+    gain: bool = True  # also read a node's reference offset as a gain (see :func:`corrected`)
+    join: bool = True  # a late starter's reference and judging begin when it joined the job
+    steady: bool = True  # the reference counts only steps with the job at its typical level
 
 
 @dataclass(frozen=True)
@@ -67,15 +83,25 @@ def to_rates(X: np.ndarray, step: float, window: float = 60.0) -> np.ndarray:
     """Per-second rate of a monotonic counter over ``window`` seconds (Prometheus' ``rate()``).
 
     A decrease is a counter reset: the post-reset value is the increase, as Prometheus assumes.
+    Like ``rate()``, the increase is taken between the samples the window holds and divided by the
+    time between them: a lost scrape neither zeroes the rate after it (the increase across the
+    gap is not dropped) nor doubles it (it is spread over the gap).  Absent samples stay absent.
     """
-    d = np.diff(X, axis=1, prepend=np.nan)
-    d = np.where(d < 0, X, d)
+    n, T = X.shape
+    valid = ~np.isnan(X)
+    # index of the last sample at or before each step (-1: none yet)
+    last = np.maximum.accumulate(np.where(valid, np.arange(T)[None, :], -1), axis=1)
+    rows = np.arange(n)[:, None]
+    Xf = np.where(last >= 0, X[rows, np.maximum(last, 0)], np.nan)
+    d = np.diff(Xf, axis=1, prepend=np.nan)
+    d = np.nan_to_num(np.where(d < 0, Xf, d))
+    c = np.cumsum(d, axis=1)
     k = max(round(window / step), 1)
-    c = np.nancumsum(np.nan_to_num(d), axis=1)
-    s = c - np.concatenate([np.zeros((X.shape[0], k)), c[:, :-k]], axis=1)[:, : X.shape[1]]
-    s = s / (k * step)
-    s[np.isnan(X)] = np.nan
-    s[:, :1] = np.nan
+    back = np.maximum(np.arange(T) - k, 0)
+    elapsed = (last - last[:, back]) * step
+    with np.errstate(all="ignore"):
+        s = (c - c[:, back]) / elapsed
+    s[(elapsed <= 0) | (last[:, back] < 0) | ~valid] = np.nan
     return s
 
 
@@ -105,6 +131,12 @@ def denoise(X: np.ndarray, size: int = 5, method: str = "median") -> np.ndarray:
     return out
 
 
+def denoise_size(step: float, span: float) -> int:
+    """Samples in a running median spanning at most ``span`` seconds at ``step``: odd, >= 1."""
+    n = int(span // step) if step > 0 else 1
+    return max(1, n if n % 2 else n - 1)
+
+
 def normalise(X: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
     """Min-Max normalisation to [0, 1]; the range is the wider of the data's and ``lo..hi``."""
     with np.errstate(all="ignore"):
@@ -119,9 +151,13 @@ def normalise(X: np.ndarray, lo: float | None = None, hi: float | None = None) -
 
 
 def peer_deviation(
-    N: np.ndarray, quorum: float = 0.5, ignore: np.ndarray | None = None
+    N: np.ndarray, quorum: float = 0.5, ignore: np.ndarray | None = None, lag: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Squared distance of each node to its peers' median, per time step; and the judged steps.
+
+    ``lag``: the distance is to the nearest of the peers' medians within ``lag`` steps — exporters
+    are scraped at their own offsets, so a job-wide edge (a checkpoint starting) shows on one node
+    up to a scrape interval before or after the median; that is not the node moving away.
 
     A node with no value while a quorum of its peers report is as far as it can be (1.0): it
     stopped reporting.  Time steps without a quorum are not judged at all (before or after the job).
@@ -131,7 +167,14 @@ def peer_deviation(
     present = ~np.isnan(N)
     keep = np.ones(N.shape[0], bool) if ignore is None else ~ignore
     judged = present[keep].mean(axis=0) >= quorum if keep.any() else np.zeros(N.shape[1], bool)
-    dev = (N - peer_median(N)[None, :]) ** 2
+    med = peer_median(N)
+    dev = (N - med[None, :]) ** 2
+    for k in range(1, min(lag, N.shape[1] - 1) + 1):
+        for shifted in (
+            np.concatenate([med[k:], np.full(k, np.nan)]),
+            np.concatenate([np.full(k, np.nan), med[:-k]]),
+        ):
+            dev = np.fmin(dev, (N - shifted[None, :]) ** 2)
     dev = np.where(present, dev, 1.0)
     dev[~keep, :] = 0.0
     dev[:, ~judged] = 0.0
@@ -155,21 +198,123 @@ def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
     return out
 
 
-def remove_offsets(N: np.ndarray, times: np.ndarray, start: float, span: float) -> np.ndarray:
-    """Subtract each node's median offset from its peers' median over ``[start, start + span)``.
+def reference_offsets(
+    X: np.ndarray,
+    times: np.ndarray,
+    start: float,
+    span: float,
+    since: np.ndarray | None = None,
+    steady: np.ndarray | None = None,
+) -> tuple[np.ndarray, float]:
+    """Each node's median offset from its peers' median over ``[start, start + span)``; and the
+    peers' level there (the median of their median), which :func:`corrected` needs for gains.
 
-    A node that runs 10 °C hotter from the job's first minute is different, not faulty; a fault
-    is a *change* of a node relative to its peers.  The price: a fault already present during the
-    reference span is taken for the node's normal (the Prolog's health checks are for those).
+    ``steady`` (per time step, :func:`steady_steps`): only steps at which the job runs at its
+    typical level count — the tail of a warm-up (everyone waiting in NCCL for a late starter)
+    or a checkpoint inside the span would make an idle offset the node's "normal" under load.
+
+    ``since`` (per node, from :func:`joined_at`): a node's span starts when it joined the job,
+    not before (a late starter's idle minutes are not its normal); ``inf``: never joined, no
+    reference.  NaN for a node without a sample in its span (a gap, a late exporter, never
+    joined): it is then judged without a correction, i.e. more strictly, never silently passed.
     """
-    ref = (times >= start) & (times < start + span)
-    if not ref.any():
-        return N
-    D = N[:, ref] - peer_median(N)[None, ref]
+    t0 = np.full(X.shape[0], start) if since is None else np.maximum(since, start)
+    ref = (times[None, :] >= t0[:, None]) & (times[None, :] < t0[:, None] + span)
+    if steady is not None:
+        ref &= steady[None, :]
+    off = np.full(X.shape[0], np.nan)
+    cols = ref.any(axis=0)
+    if not cols.any():
+        return off, float("nan")
+    med = peer_median(X[:, cols])
+    D = np.where(ref[:, cols], X[:, cols] - med[None, :], np.nan)
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        off = np.nanmedian(D, axis=1)
-    return N - np.nan_to_num(off)[:, None]
+        return np.nanmedian(D, axis=1), float(np.nanmedian(med))
+
+
+def steady_steps(X: np.ndarray, lo: float | None) -> np.ndarray:
+    """Time steps at which the peers' median is near the job's typical level (:func:`job_level`):
+    within a quarter of that level's distance from the floor ``lo`` (0 without one)."""
+    med = peer_median(X)
+    level = job_level(X)
+    base = 0.0 if lo is None else lo
+    if not np.isfinite(level) or level == base:
+        return np.ones(X.shape[1], bool)
+    with np.errstate(invalid="ignore"):
+        return np.abs(med - level) <= 0.25 * abs(level - base)
+
+
+def joined_at(
+    dev: np.ndarray, judged: np.ndarray, times: np.ndarray, threshold: float
+) -> np.ndarray:
+    """When each node joined the job: the first judged step at which it was within ``threshold``
+    of its peers (``inf``: never).  Nodes finish loading at their own pace; a late starter idles
+    (or its peers wait for it in NCCL) for minutes before it does what they do."""
+    ok = (dev <= threshold**2) & judged[None, :]
+    first = ok.argmax(axis=1)
+    return np.where(ok.any(axis=1), times[first], np.inf)
+
+
+def corrected(X: np.ndarray, off: np.ndarray, level: float, lo: float | None) -> list[np.ndarray]:
+    """``X`` less each node's reference offset, read two ways: as a constant offset, and as a
+    gain ``g`` over the metric's floor ``lo`` — the node's normal is ``lo + g (median - lo)``, so
+    its offset follows the job's level: a node 12 °C hotter under load is as cool as its peers at
+    idle, and a GPU idle by design (``g`` = 0) stays at the floor through a slowdown while its
+    peers slow down.  A node is judged by the reading that puts it *closer* to its peers
+    (:func:`deviation` takes the smaller distance): an outlier under both is not a hardware
+    offset.  Without a floor (``lo`` None) only the offset reading.
+    """
+    off0 = np.nan_to_num(off)
+    out = [X - off0[:, None]]
+    if lo is not None and np.isfinite(level) and level - lo > 0:
+        gain = np.clip(1.0 + off0 / (level - lo), 0.0, 2.0)
+        # X - (g - 1)(median - lo): compared with the median, that is X - lo - g (median - lo)
+        out.append(X - (gain - 1.0)[:, None] * (peer_median(X) - lo)[None, :])
+    return out
+
+
+def job_level(X: np.ndarray) -> float:
+    """The job's typical level of a throughput: the 90th percentile over time of the peers'
+    median (the busy level; checkpoints and warm-up sit below it).  NaN when nothing reported."""
+    med = peer_median(X)
+    med = med[np.isfinite(med)]
+    return float(np.percentile(med, 90)) if med.size else float("nan")
+
+
+def background_events(R: np.ndarray, window: float, p: float = 0.99) -> float:
+    """Events in one rate window that the peers' background explains: the ``p`` quantile of a
+    Poisson count at the peers' median long-run rate (0 where the peers have no errors).
+
+    Some hardware ticks an error counter on every node (a few replays an hour); one such node
+    catching three ticks in a row by chance is not a fault.
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lam = float(np.nanmedian(np.nanmean(R, axis=1)))
+    if not np.isfinite(lam) or lam <= 0:
+        return 0.0
+    return float(poisson.ppf(p, lam * window))
+
+
+def event_scale(R: np.ndarray, window: float, hi: float) -> np.ndarray:
+    """An error counter's rate on an absolute, logarithmic scale in [0, 1].
+
+    0 without more events in the rate window than the peers' background explains
+    (:func:`background_events`); 0.5 at one event per ``window`` seconds (the smallest rate a
+    counter can show), rising by decades to 1.0 at ``hi`` per second.  Against error-free peers
+    any sustained rate is then an outlier (0.5 is far above the threshold), a single benign
+    increment lasts only ``window`` (under the continuity), and a node with 100x its peers' error
+    rate stands out where a Min-Max scale over 0..``hi`` would squash both near 0.
+    """
+    r0 = 1.0 / window
+    top = max(np.log10(max(hi, r0 * 10) / r0), 1.0)
+    k = background_events(R, window)
+    with np.errstate(all="ignore"):
+        lv = 0.5 + 0.5 * np.clip(np.log10(np.maximum(R, r0) / r0) / top, 0, 1)
+        out = np.where(np.greater(R * window, k + 0.5), lv, 0.0)
+    out[np.isnan(R)] = np.nan
+    return out
 
 
 def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
@@ -189,6 +334,25 @@ def candidates(dist: np.ndarray, threshold: float, max_share: float) -> np.ndarr
     allowed = max(1, int(max_share * dist.shape[0]))
     c[:, c.sum(axis=0) > allowed] = False
     return c
+
+
+def simultaneous_bound(
+    first: np.ndarray, times: np.ndarray, period: float, max_nodes: int
+) -> np.ndarray:
+    """The nodes with a finding (``first`` >= 0), less those found together with more than
+    ``max_nodes`` others within ``period`` seconds: a whole group at once is a job-wide state.
+
+    On findings rather than on each window's candidates: in a noisy 512-node job a handful of
+    nodes cross the threshold by chance in any window, and bounding those would hide the one
+    node that stays across it.
+    """
+    hits = np.flatnonzero(first >= 0)
+    if max_nodes <= 0 or hits.size <= max_nodes:
+        return hits
+    t = times[first[hits]]
+    s = np.sort(t)
+    near = np.searchsorted(s, t + period, "right") - np.searchsorted(s, t - period, "left")
+    return hits[near <= max_nodes]
 
 
 def continuity(c: np.ndarray, k: int) -> np.ndarray:
@@ -213,38 +377,130 @@ def continuity(c: np.ndarray, k: int) -> np.ndarray:
 # ---- one metric, all metrics ------------------------------------------------------------------
 
 
-def prepare(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
-    """Rates for counters, denoised, Min-Max normalised: the array the distances are taken on."""
+def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
+    """Rates for counters, denoised: the metric in its own units, before any scaling."""
     spec = spec_for(metric)
     X = aligned.data[metric]
     if spec.kind == "counter":
-        X = to_rates(X, aligned.step, p.rate_window)
-    X = denoise(X, p.denoise_size, p.denoise)
+        events = p.scales and spec.scale == "events"
+        X = to_rates(X, aligned.step, p.rate_window if events else p.throughput_rate_window)
+    return denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
+
+
+def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
+    """Min-Max normalisation on the metric's scale (catalog ``scale``; docs/minder.md)."""
+    spec = spec_for(metric)
     if not p.physical_range:
         return normalise(X)
-    return normalise(X, spec.lo, spec.hi)
+    if p.scales and spec.scale == "events" and spec.hi is not None:
+        return event_scale(X, p.rate_window, spec.hi)
+    hi = spec.hi
+    if p.scales and spec.scale == "job" and hi is not None:
+        level = job_level(X)
+        if np.isfinite(level) and level > 0:
+            # [lo, 2 x the job's level], at most the physical range and at least 5 % of it
+            # (a window in which the whole job idles must not blow noise up to full scale)
+            hi = min(hi, max(2.0 * level, 0.05 * hi))
+    return normalise(X, spec.lo, hi)
+
+
+def node_reference(
+    X: np.ndarray,
+    times: np.ndarray,
+    metric: str,
+    p: Params,
+    start: float,
+    span: float,
+    ignore: np.ndarray | None = None,
+) -> tuple[tuple[np.ndarray, float], np.ndarray]:
+    """Each node's reference (offsets, peers' level) over ``[start, start + span)`` of the
+    :func:`series` ``X``, and when each node joined (from when it is judged).
+
+    Only steps with the job at its typical level count (:func:`steady_steps`); a late starter's
+    span begins when it first matched its peers within the span (:func:`joined_at`); a node that
+    did not is its own normal from ``start`` (a GPU idle by design; the Prolog's checks are for
+    a node broken from the start; a node "joining" later, e.g. when all idle at a checkpoint,
+    would take that pause for its normal).
+    """
+    dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, p.lag)
+    steady = None
+    if p.steady and not (p.scales and spec_for(metric).scale == "events"):
+        steady = steady_steps(X, spec_for(metric).lo)
+    inside = (times >= start) & (times < start + span)
+    if steady is not None:
+        inside &= steady
+    joined = joined_at(dev0, judged0 & inside & p.join, times, p.threshold)
+    joined[~np.isfinite(joined)] = start
+    return reference_offsets(X, times, start, span, joined, steady), joined
+
+
+def prepare(
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    ref: tuple[np.ndarray, float] | None = None,
+    ignore: np.ndarray | None = None,
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """The arrays the distances are taken on, and from when each node is judged (None: from
+    the warm-up's end).
+
+    :func:`series`, read against each node's reference (``p.baseline`` seconds after the
+    warm-up, :func:`node_reference`; or ``ref`` = (offsets, level) taken elsewhere, e.g. at the
+    job's start), each reading (:func:`corrected`) scaled (:func:`scale`).
+    """
+    X = series(aligned, metric, p)
+    since = None
+    if ref is None and p.baseline > 0:
+        ref, since = node_reference(
+            X, aligned.times, metric, p, aligned.times[0] + p.warmup, p.baseline, ignore
+        )
+    if ref is None:
+        return [scale(X, metric, p)], since
+    spec = spec_for(metric)
+    lo = spec.lo if p.gain and (spec.scale != "events" or not p.scales) else None
+    return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
+
+
+def deviation(
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    ignore: np.ndarray | None = None,
+    ref: tuple[np.ndarray, float] | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`peer_deviation` of the metric, the smaller over the readings of :func:`prepare`;
+    the judged steps; and from when each node is judged (None: all from the warm-up's end)."""
+    dev, judged = None, None
+    arrays, since = prepare(aligned, metric, p, ref, ignore)
+    for N in arrays:
+        d, judged = peer_deviation(N, p.quorum, ignore, p.lag)
+        dev = d if dev is None else np.minimum(dev, d)
+    return dev, judged, since
 
 
 def detect_metric(
-    aligned: Aligned, metric: str, p: Params, ignore: np.ndarray | None = None
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    ignore: np.ndarray | None = None,
+    ref: tuple[np.ndarray, float] | None = None,
 ) -> tuple[list[Finding], int]:
     """Minder on one metric: the nodes that stay far from their peers for ``p.continuity``."""
-    N = prepare(aligned, metric, p)
-    if p.baseline > 0:
-        N = remove_offsets(N, aligned.times, aligned.times[0] + p.warmup, p.baseline)
-    dev, judged = peer_deviation(N, p.quorum, ignore)
+    dev, judged, since = deviation(aligned, metric, p, ignore, ref)
     step = aligned.step
     w = max(round(p.window / step), 1)
     dist = window_distance(dev, w)
     warm = aligned.times < aligned.times[0] + p.warmup
     dist[:, warm] = np.nan
+    if since is not None:  # a late starter is judged once it joined (or the reference ended)
+        dist[aligned.times[None, :] < since[:, None]] = np.nan
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
     c = candidates(dist, p.threshold, p.max_share)
     k = max(round(p.continuity / step), 1)
     first = continuity(c, k)
     out = []
-    for i in np.flatnonzero(first >= 0):
+    for i in simultaneous_bound(first, aligned.times, p.continuity, p.max_nodes):
         j = int(first[i])
         run = dist[i, j - k + 1 : j + 1]
         out.append(
@@ -253,10 +509,18 @@ def detect_metric(
     return out, int(ok.sum())
 
 
-def detect(aligned: Aligned, priority: list[str], p: Params | None = None) -> Result:
+def detect(
+    aligned: Aligned,
+    priority: list[str],
+    p: Params | None = None,
+    offsets: dict[str, dict] | None = None,
+) -> Result:
     """Run Minder over the metrics in ``priority`` order that the data has.
 
     Each node is reported once: at its earliest detection; on a tie, the higher-priority metric.
+    ``offsets`` (metric -> ``{"level", "offsets": {node: offset}}``, from :func:`job_reference`)
+    replaces the per-node reference taken from the window's own start, for a window that no
+    longer holds the job's.
     """
     p = p or Params()
     metrics = [m for m in priority if m in aligned.data]
@@ -265,7 +529,15 @@ def detect(aligned: Aligned, priority: list[str], p: Params | None = None) -> Re
     windows = 0
     never = never_exported(aligned)
     for m in metrics:
-        found, n = detect_metric(aligned, m, p, never.get(m))
+        ref = None
+        if offsets is not None and p.baseline > 0:
+            r = offsets.get(m) or {}
+            node_off = r.get("offsets", {})
+            ref = (
+                np.array([node_off.get(n, np.nan) for n in aligned.nodes], dtype=float),
+                float(r.get("level", np.nan)),
+            )
+        found, n = detect_metric(aligned, m, p, never.get(m), ref)
         windows = max(windows, n)
         per_metric[m] = found
         for f in found:
@@ -273,6 +545,31 @@ def detect(aligned: Aligned, priority: list[str], p: Params | None = None) -> Re
                 best[f.node] = f
     faulty = sorted(best.values(), key=lambda f: (f.first_detected, f.node))
     return Result(faulty, windows, per_metric)
+
+
+def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, dict]:
+    """Each node's reference per metric, from a window that *is* the reference span (``watch``
+    queries the job's ``[start + warmup, start + warmup + baseline]`` once per job):
+    ``{metric: {"level": peers' level, "offsets": {node: offset}}}``, JSON-ready.
+
+    Nodes without a sample in it are left out (judged uncorrected).
+    """
+    out: dict[str, dict] = {}
+    for m in metrics:
+        if m not in aligned.data:
+            continue
+        X = series(aligned, m, p)
+        (off, level), _ = node_reference(X, aligned.times, m, p, aligned.times[0], np.inf)
+        out[m] = {
+            "level": float(f"{level:.6g}") if np.isfinite(level) else None,
+            # 6 significant digits: a 1,024-node job's reference stays ~300 kB in the state file
+            "offsets": {
+                n: float(f"{v:.6g}")
+                for n, v in zip(aligned.nodes, off, strict=True)
+                if np.isfinite(v)
+            },
+        }
+    return out
 
 
 # ---- the other detectors over the same windows ------------------------------------------------

@@ -24,7 +24,7 @@ import polars as pl
 from aegis_slurm.errors import ConfigError, InputError
 from aegis_slurm.metrics.align import Aligned, align
 from aegis_slurm.metrics.catalog import DEFAULT_METRICS
-from aegis_slurm.metrics.detect import Params, peer_deviation, prepare, window_distance
+from aegis_slurm.metrics.detect import Params, deviation, window_distance
 
 
 def default_priority() -> list[str]:
@@ -70,7 +70,7 @@ def window_features(
         if m not in aligned.data:
             cols.append(np.zeros(aligned.times.size))
             continue
-        dev, _ = peer_deviation(prepare(aligned, m, p), p.quorum)
+        dev, _, _ = deviation(aligned, m, p)
         d = window_distance(dev, w)
         with np.errstate(all="ignore"):
             z = (d - d.mean(axis=0)) / d.std(axis=0)

@@ -150,10 +150,21 @@ def _api_error(e: urllib.error.HTTPError) -> str:
 
 
 def query_expr(spec: MetricSpec, label: str, values: list[str], lookback: float) -> str:
-    """PromQL for one metric over the job's nodes, one series per node."""
+    """PromQL for one metric over the job's nodes, one series per node.
+
+    A derived metric (``spec.derived``) aggregates its expression over the exporter's series
+    (e.g. the lowest per-port ``rate()``); a vanished series leaves ``rate()`` empty after its
+    range, so an absence stays an absence there too.
+    """
     alt = "|".join(re.escape(v) for v in values)
     alt = alt.replace("\\", "\\\\").replace('"', '\\"')
-    sel = f'{spec.name}{{{label}=~"{alt}"}}'
+    matcher = f'{{{label}=~"{alt}"}}'
+    if spec.derived is not None:
+        source, expr = spec.derived
+        # a rate over at least 4 scrapes (``lookback`` is 1.5 steps), and at least a minute
+        rng = max(60, round(4 * lookback / 1.5))
+        return f"{spec.agg} by ({label}) ({expr.format(sel=source + matcher, range=rng)})"
+    sel = spec.name + matcher
     return f"{spec.agg} by ({label}) (last_over_time({sel}[{max(int(lookback), 1)}s]))"
 
 

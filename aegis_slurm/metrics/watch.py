@@ -24,8 +24,10 @@ import hostlist
 
 from aegis_slurm.errors import AegisError, ServiceError
 from aegis_slurm.metrics import analyse, iso
+from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import spec_for
 from aegis_slurm.metrics.config import MinderConfig
+from aegis_slurm.metrics.detect import Params, job_reference
 from aegis_slurm.metrics.priority import default_priority
 from aegis_slurm.metrics.prometheus import fetch_job
 from aegis_slurm.metrics.slurmjob import JobWindow
@@ -146,6 +148,39 @@ def _drain(cfg: MinderConfig, node: str, evidence: str, now: datetime) -> str:
     return action
 
 
+def job_offsets(
+    cfg: MinderConfig,
+    url: str,
+    job: JobWindow,
+    params: Params,
+    pri: list[str],
+    refs: dict[str, Any],
+    now: float,
+) -> dict[str, Any]:
+    """The job's per-node reference: ``[start + warmup, + baseline]``, queried once per job and
+    kept in the state file (``refs``).  Returns ``{"start", "offsets"}``; ``offsets`` is None
+    with a ``why`` when Prometheus holds no sample of that span (older than its retention, or a
+    gap): the job is then judged without a reference, and its findings alerted, never drained.
+    A Prometheus that is down raises :class:`ServiceError` (no verdict at all)."""
+    ref_start = job.start + cfg.detector.warmup
+    cached = refs.get(job.job_id)
+    if isinstance(cached, dict) and cached.get("start") == ref_start:  # same job, not a reused id
+        return cached
+    specs = [spec_for(m) for m in pri]
+    ref_end = ref_start + params.baseline
+    try:
+        df = fetch_job(cfg.prom(url), job.nodes, ref_start, ref_end, specs)
+        aligned = align(df, step=15.0, nodes=job.nodes, start=ref_start, end=ref_end)
+        entry: dict[str, Any] = {"start": ref_start, "offsets": job_reference(aligned, pri, params)}
+    except ServiceError:
+        raise
+    except AegisError as e:  # nothing stored for that span
+        entry = {"start": ref_start, "offsets": None, "why": str(e)}
+    if ref_end <= now:  # a span still in progress (a lookback shorter than it) is not kept
+        refs[job.job_id] = entry
+    return entry
+
+
 def run_pass(
     cfg: MinderConfig, url: str, jobs: list[JobWindow], now: float, state: dict[str, Any]
 ) -> PassReport:
@@ -162,6 +197,7 @@ def run_pass(
     pri = default_priority()
     specs = [spec_for(m) for m in pri]
     prom = cfg.prom(url)
+    refs: dict[str, Any] = state.setdefault("references", {})
     running = set()
     for job in jobs:
         if len(job.nodes) < cfg.watch.min_nodes:
@@ -170,12 +206,26 @@ def run_pass(
         start = max(job.start, now - cfg.watch.lookback)
         # warm-up counts from the job's start, not from the window's
         params = replace(cfg.detector, warmup=max(0.0, job.start + cfg.detector.warmup - start))
-        if start > job.start:  # the per-node baseline is the job's first minutes, not the window's:
-            params = replace(params, baseline=0.0)  # a window's would absorb an ongoing fault
+        offsets, no_ref = None, ""
         try:
+            if params.baseline > 0 and start > job.start + cfg.detector.warmup:
+                # the reference is the job's first minutes after warm-up, not the window's (a
+                # window's own start would absorb an ongoing fault): queried once, cached
+                ref = job_offsets(cfg, url, job, params, pri, refs, now)
+                offsets = ref["offsets"]
+                if offsets is None:
+                    no_ref = f"no per-node reference: {ref.get('why', 'not stored')}"
+                    params = replace(params, baseline=0.0)
             df = fetch_job(prom, job.nodes, start, now, specs)
             result, _ = analyse(
-                df, nodes=job.nodes, start=start, end=now, priority=pri, params=params, step=15.0
+                df,
+                nodes=job.nodes,
+                start=start,
+                end=now,
+                priority=pri,
+                params=params,
+                step=15.0,
+                offsets=offsets,
             )
         except ServiceError as e:
             rep.prometheus_ok = False
@@ -217,6 +267,13 @@ def run_pass(
                 # judged on the absence of one exporter's series only: an exporter crash looks
                 # the same as a dead GPU; alert, never drain on it
                 inc["action"] = "alert (no samples of this metric: exporter down?)"
+            elif no_ref or (
+                offsets is not None
+                and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})
+            ):
+                # judged without the node's own reference: a constant hardware offset looks the
+                # same as a fault; alert, never drain on it
+                inc["action"] = f"alert ({no_ref or 'no per-node reference for this node'})"
             elif cfg.watch.drain:
                 try:
                     # naive local time, like Slurm's reason timestamps the guard compares it to
@@ -228,9 +285,11 @@ def run_pass(
                 inc["action"] = "alert"
             incidents[key] = inc
             rep.new.append(inc)
-    # an incident ends with its job
+    # an incident (and the job's reference) ends with its job
     for key in [k for k, v in incidents.items() if v["job"] not in running]:
         del incidents[key]
+    for key in [k for k in refs if k not in running]:
+        del refs[key]
     rep.open = dict(incidents)
     return rep
 

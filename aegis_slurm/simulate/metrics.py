@@ -47,12 +47,21 @@ DCGM = (
     "DCGM_FI_PROF_PCIE_TX_BYTES",
     "DCGM_FI_PROF_NVLINK_TX_BYTES",
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    # last and without random draws, so the other series' draws stay as they were: the default
+    # NVLink counter as dcgm-exporter serves it (Prometheus tests) and the per-node minimum of
+    # its rate under the catalog's derived name (offline tables)
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+    "Hostname:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL:rate_min_gpu",
 )
+#: the lowest per-port IB receive rate (catalog.PORT_MIN, a PromQL ``min by (instance)
+#: (rate(...[1m]))`` over 8 ports): last, so the other series' random draws stay as they were
+PORT_MIN = "instance:node_infiniband_port_data_received_bytes:rate_min_port"
 NODE = (
     "node_infiniband_port_data_received_bytes_total",
     "node_infiniband_link_downed_total",
     "node_load1",
     "node_memory_MemAvailable_bytes",
+    PORT_MIN,
 )
 
 
@@ -132,7 +141,7 @@ def simulate_job(
                 _blip(name, v, ts, blip_node, blip_at, blip_len)
             if "pipeline" in benign:
                 _pipeline(name, v)
-            if "spikes" in benign and not name.endswith(("_total", "_COUNTER")):
+            if "spikes" in benign and not name.endswith(("_total", "_COUNTER", "_TOTAL")):
                 glitch = rng.random(v.shape) < 0.003
                 v = np.where(glitch, v * rng.uniform(0.3, 2.0, v.shape), v)
             ok = keep & ~_vanished(name, st)
@@ -192,6 +201,10 @@ def _metric(name: str, ts, st, rng, step) -> np.ndarray:
     """Values of one metric at the sample times (cumulative for counters)."""
     ramp, pause, speed, hang, fc = st["ramp"], st["pause"], st["speed"], st["hang"], st["fc"]
     fault = str(st["fault"])
+    if "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" in name:  # no random draw (see DCGM)
+        rate = ramp * ~pause * ~hang * 120e9 * speed
+        rate = np.where(fc & (fault == "nvlink"), rate * 0.5, rate)
+        return rate if name.endswith(":rate_min_gpu") else _counter(rate, ts, rng, exact=True)
     noise = rng.normal(0, 1, ts.shape)
     busy = ramp * ~pause * ~hang  # doing compute
     dead = fc & (fault in ("ecc", "cuda"))
@@ -231,6 +244,9 @@ def _metric(name: str, ts, st, rng, step) -> np.ndarray:
     if name == "node_infiniband_link_downed_total":
         rate = np.where(fc & (fault == "aoc"), 1 / 60.0, 0.0)
         return _counter(rate, ts, rng)
+    if name == PORT_MIN:  # 8 ports; the flapping one is down 20 s of each 75 s: a 1-min rate -27 %
+        v = (busy * 20e9 * speed + pause * 2e9) / 8 * (1 + 0.02 * noise)
+        return np.where(fc & (fault == "aoc"), v * 0.73, v)
     if name == "node_load1":
         return np.clip(2 + 22 * busy + 30 * pause + 1.5 * noise, 0, None)
     if name == "node_memory_MemAvailable_bytes":
@@ -296,7 +312,7 @@ def _vanished(name: str, st) -> np.ndarray:
     fault, fc = str(st["fault"]), st["fc"]
     if fault == "unreachable":
         return fc
-    if fault == "nic" and name.startswith("node_infiniband"):
+    if fault == "nic" and name.startswith(("node_infiniband", "instance:node_infiniband")):
         return fc
     return np.zeros(fc.shape, bool)
 

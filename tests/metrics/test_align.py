@@ -81,3 +81,26 @@ def test_missing_column_and_empty_table_are_clear_errors() -> None:
         align(table([(0, "a", "m", None)]))
     with pytest.raises(InputError, match="UTC datetime"):
         align(pl.DataFrame({"time": ["x"], "node": ["a"], "metric": ["m"], "value": [1.0]}))
+
+
+def test_a_counter_is_interpolated_between_scrapes_not_copied() -> None:
+    # 1,000 bytes/s; node b scraped 9 s late and one scrape lost: a copy of the nearest scrape
+    # would give a zero increment then a double one (a rate dip that is only the exporter)
+    name = "node_infiniband_port_data_received_bytes_total"
+    rows = [(15 * k, "a", name, 1000.0 * 15 * k) for k in range(12)]
+    rows += [(15 * k + 9, "b", name, 1000.0 * (15 * k + 9)) for k in range(12) if k != 6]
+    al = align(table(rows), step=15)
+    b = al.data[name][al.nodes.index("b")]
+    inc = np.diff(b[1:11])
+    np.testing.assert_allclose(inc, 15_000.0)
+    # a gauge keeps the nearest sample (a level, not an accumulation)
+    rows = [(15 * k + 9, "b", "g", float(k)) for k in range(6)] + [(0, "a", "g", 0.0)]
+    g = align(table(rows), step=15).data["g"]
+    assert g[1][2] == 1.0  # at 30 s: the sample of 24 s, not 0.6 of the way from 9 s to 39 s
+
+
+def test_a_counter_reset_between_scrapes_is_not_interpolated() -> None:
+    name = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
+    rows = [(0, "a", name, 100.0), (16, "a", name, 2.0), (0, "b", name, 1.0), (16, "b", name, 1.0)]
+    al = align(table(rows), step=15)
+    assert al.data[name][0][1] == 2.0  # the nearest sample, not a value between 100 and 2

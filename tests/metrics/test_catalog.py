@@ -37,7 +37,7 @@ def node_types() -> dict[str, str]:
 def test_dcgm_metrics_are_enabled_by_default_with_the_same_type() -> None:
     shipped = dcgm_types()
     for m in DEFAULT_METRICS:
-        if m.source == "dcgm" and m.name not in NOT_IN_DEFAULT_CSV:
+        if m.source == "dcgm" and m.name not in NOT_IN_DEFAULT_CSV and m.derived is None:
             assert shipped.get(m.name) == m.kind, m.name
 
 
@@ -56,3 +56,15 @@ def test_shipped_priority_covers_the_catalog() -> None:
         (Path(__file__).parents[2] / "aegis_slurm/metrics/priority_default.json").read_text()
     )
     assert doc["importance"][doc["priority"][0]] == max(doc["importance"].values())
+
+
+def test_derived_metrics_read_a_shipped_series() -> None:
+    # the lowest per-port IB rate and per-GPU NVLink rate are computed in PromQL from the
+    # exporters' per-device counters, as they ship them (dcgm-exporter: in its default CSV)
+    derived = [m for m in DEFAULT_METRICS if m.derived is not None]
+    assert len(derived) == 2
+    for m in derived:
+        source, expr = m.derived
+        shipped = dcgm_types() if m.source == "dcgm" else node_types()
+        assert shipped.get(source) == "counter", source
+        assert "{sel}" in expr and m.kind == "gauge"

@@ -13,13 +13,19 @@ from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import DEFAULT_METRICS
 from aegis_slurm.metrics.detect import (
     Params,
+    background_events,
     candidates,
     continuity,
     denoise,
+    denoise_size,
     detect,
+    event_scale,
+    job_reference,
     lambda_2delta,
     normalise,
     peer_deviation,
+    scale,
+    simultaneous_bound,
     to_rates,
     window_distance,
     zscore_baseline,
@@ -147,6 +153,167 @@ def test_baseline_removes_a_constant_offset_but_not_a_later_change() -> None:
     temp[7, 120:] += 14  # hotter from minute 30: a fan failing
     a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_DEV_GPU_TEMP": temp}, 15.0)
     pri = ["DCGM_FI_DEV_GPU_TEMP"]
-    assert {f.node for f in detect(a, pri, Params()).faulty} == {"n2", "n7"}
-    (f,) = detect(a, pri, Params(baseline=300.0)).faulty
+    # without a reference (baseline 0) the hotter-all-job node looks faulty too
+    assert {f.node for f in detect(a, pri, Params(baseline=0.0)).faulty} == {"n2", "n7"}
+    (f,) = detect(a, pri, Params()).faulty  # the reference is on by default
     assert f.node == "n7" and f.first_detected >= times[120]
+    # the same reference taken from elsewhere (watch: the job's start), passed in as offsets
+    ref = Aligned(times[20:40], a.nodes, {"DCGM_FI_DEV_GPU_TEMP": temp[:, 20:40]}, 15.0)
+    offsets = job_reference(ref, pri, Params())
+    assert offsets["DCGM_FI_DEV_GPU_TEMP"]["offsets"]["n2"] == pytest.approx(14, abs=1.5)
+    assert offsets["DCGM_FI_DEV_GPU_TEMP"]["level"] == pytest.approx(70, abs=1)
+    late = Aligned(times[100:], a.nodes, {"DCGM_FI_DEV_GPU_TEMP": temp[:, 100:]}, 15.0)
+    p = Params(warmup=0.0)
+    assert {f.node for f in detect(late, pri, p).faulty} == {"n7"}  # its own start: n7 at 30'
+    (f,) = detect(late, pri, p, offsets).faulty
+    assert f.node == "n7"
+    # a window without its job's start and without offsets: judged uncorrected, n2 shows
+    assert "n2" in {f.node for f in detect(late, pri, Params(warmup=0.0, baseline=0.0)).faulty}
+
+
+def test_denoise_span_is_in_seconds() -> None:
+    assert denoise_size(15.0, 75.0) == 5
+    assert denoise_size(10.0, 75.0) == 7
+    assert denoise_size(30.0, 75.0) == 1
+    assert denoise_size(60.0, 75.0) == 1  # a 5-minute median would erase a checkpoint unevenly
+
+
+def test_lag_forgives_an_edge_seen_one_scrape_late() -> None:
+    N = np.zeros((5, 10))
+    N[:, 5:] = 1.0  # a job-wide step
+    N[3, 5] = 0.0  # node 3 is scraped just before it
+    dev, _ = peer_deviation(N, lag=0)
+    assert dev[3, 5] == 1.0
+    dev, _ = peer_deviation(N, lag=1)
+    assert dev[3, 5] == 0.0
+    N[3, 5:8] = 0.0  # three steps behind: that is the node, not the scrape
+    dev, _ = peer_deviation(N, lag=1)
+    assert dev[3, 6] == 1.0
+
+
+def test_event_scale_is_absolute_and_logarithmic() -> None:
+    w = 120.0
+    R = np.zeros((10, 50))
+    R[2, 10:] = 1 / w  # one event per rate window, sustained
+    R[4, 10:] = 100 / w  # a hundred
+    E = event_scale(R, w, 50.0)
+    assert (E[[0, 1, 3], :] == 0).all()
+    assert E[2, 20] == pytest.approx(0.5) and 0.5 < E[4, 20] < 1.0
+    # on a Min-Max scale over 0..50/s both would sit near 0 (invisible)
+    assert normalise(R, 0, 50)[4, 20] < 0.02
+
+
+def test_event_scale_ignores_the_peers_background_rate() -> None:
+    rng = np.random.default_rng(0)
+    w, step = 120.0, 15.0
+    # every node ticks about once in 500 s (as some PCIe links do); a 2-minute window then
+    # holds 0-2 events by chance on each of 40 nodes
+    counts = rng.poisson(step / 500.0, size=(40, 400)).cumsum(axis=1).astype(float)
+    R = to_rates(counts, step, w)
+    assert background_events(R, w) >= 1
+    E = event_scale(R, w, 50.0)
+    assert np.nanmax(E[:, 20:]) == 0.0 or (np.nan_to_num(E) > 0).mean() < 0.01
+    R[7, 200:] += 0.5  # a node that really replays, 60 per window
+    assert (event_scale(R, w, 50.0)[7, 210:] >= 0.5).all()
+
+
+def test_job_scale_measures_a_throughput_against_the_jobs_level() -> None:
+    # NVLink at 40 GB/s per node: one node at half its peers' is far off on the job's scale
+    # (0.25) but only 0.07 of the 300 GB/s physical range
+    X = np.full((8, 40), 40e9)
+    X[5] = 20e9
+    on_job = scale(X, "DCGM_FI_PROF_NVLINK_TX_BYTES", Params())
+    assert on_job[0, 0] - on_job[5, 0] == pytest.approx(0.25)
+    physical = scale(X, "DCGM_FI_PROF_NVLINK_TX_BYTES", Params(scales=False))
+    assert physical[0, 0] - physical[5, 0] == pytest.approx(20 / 300)
+    # a job idle all window: the scale stops at 5 % of the physical range, noise stays small
+    idle = np.abs(np.random.default_rng(1).normal(0, 1e6, (8, 40)))
+    assert np.nanmax(scale(idle, "DCGM_FI_PROF_NVLINK_TX_BYTES", Params())) < 0.001
+
+
+def test_a_hotter_node_is_as_cool_as_its_peers_at_idle() -> None:
+    # 12 °C hotter under load (cooling position), as cool as its peers in a checkpoint:
+    # read as a constant offset it would be 12 °C too cold then; read as a gain it is not
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(4)
+    times = 1e9 + 15.0 * np.arange(240)
+    load = np.ones(times.size)
+    load[150:174] = 0.0  # a long checkpoint: everybody idles 6 minutes
+    temp = 34 + 36 * load[None, :] + rng.normal(0, 0.4, (10, times.size))
+    temp[3] = 34 + 48 * load + rng.normal(0, 0.4, times.size)
+    a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_DEV_GPU_TEMP": temp}, 15.0)
+    pri = ["DCGM_FI_DEV_GPU_TEMP"]
+    assert detect(a, pri, Params()).faulty == []
+    (f,) = detect(a, pri, Params(gain=False)).faulty
+    assert f.node == "n3" and f.first_detected >= times[150]
+
+
+def test_a_late_starter_is_judged_once_it_joined_and_a_never_joiner_is_its_own_normal() -> None:
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(5)
+    times = 1e9 + 15.0 * np.arange(240)
+    util = 99 + rng.normal(0, 0.5, (10, times.size))
+    util[4, :36] = 0.0  # finished loading 9 minutes in: idle while its peers wait for it
+    util[6, :] = 0.0  # one GPU idle by design all job long (the per-node minimum shows it)
+    util[8, 160:] = 0.0  # a GPU that dies at minute 40
+    a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_DEV_GPU_UTIL": util}, 15.0)
+    pri = ["DCGM_FI_DEV_GPU_UTIL"]
+    (f,) = detect(a, pri, Params()).faulty
+    assert f.node == "n8" and f.first_detected >= times[160]
+    # without the join rule, the late starter's idle minutes in its reference make it look
+    # changed once it works; without any reference, the idle-by-design GPU looks dead
+    assert "n4" in {f.node for f in detect(a, pri, Params(join=False)).faulty}
+    assert "n6" in {f.node for f in detect(a, pri, Params(baseline=0.0)).faulty}
+
+
+def test_a_rate_spans_lost_scrapes_like_prometheus_rate() -> None:
+    X = 100.0 * np.arange(12, dtype=float)[None, :]  # 100 per 15 s step
+    X[0, 5:7] = np.nan  # two lost scrapes
+    r = to_rates(X, step=15.0, window=15.0)
+    assert np.isnan(r[0, 5:7]).all()  # absent stays absent
+    np.testing.assert_allclose(r[0, 7:], 100 / 15)  # the increase across the gap is spread
+    np.testing.assert_allclose(r[0, 1:5], 100 / 15)
+
+
+def test_an_idle_by_design_gpu_stays_quiet_through_a_job_wide_slowdown() -> None:
+    # its reference offset is "minus the whole level": a gain of 0, not a constant offset that
+    # would make it look +40 % when its peers slow down to 60 %
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(6)
+    times = 1e9 + 15.0 * np.arange(240)
+    level = np.where((times >= times[120]) & (times < times[180]), 0.6, 1.0) * 40e9
+    nvl = level[None, :] * rng.normal(1, 0.01, (10, times.size))
+    nvl[5] = 0.0  # one GPU of the node has nothing to do (per-node minimum)
+    a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_PROF_NVLINK_TX_BYTES": nvl}, 15.0)
+    pri = ["DCGM_FI_PROF_NVLINK_TX_BYTES"]
+    assert detect(a, pri, Params()).faulty == []
+    assert [f.node for f in detect(a, pri, Params(gain=False)).faulty] == ["n5"]
+
+
+def test_the_reference_is_taken_with_the_job_at_its_level() -> None:
+    # everyone waits (cool) until minute 8, then trains; node 2 runs 11 °C hotter under load.
+    # Its offset in the waiting minutes is not its offset under load.
+    from aegis_slurm.metrics.align import Aligned
+
+    rng = np.random.default_rng(7)
+    times = 1e9 + 15.0 * np.arange(240)
+    load = (times >= times[32]).astype(float)
+    temp = 36 + 35 * load[None, :] + rng.normal(0, 0.4, (8, times.size))
+    temp[2] = 36 - 4 + 50 * load + rng.normal(0, 0.4, times.size)
+    a = Aligned(times, [f"n{i}" for i in range(8)], {"DCGM_FI_DEV_GPU_TEMP": temp}, 15.0)
+    pri = ["DCGM_FI_DEV_GPU_TEMP"]
+    assert detect(a, pri, Params()).faulty == []
+    assert [f.node for f in detect(a, pri, Params(steady=False, gain=False)).faulty] == ["n2"]
+
+
+def test_dozens_of_findings_at_once_are_a_job_wide_state_not_faults() -> None:
+    times = 1e9 + 15.0 * np.arange(100)
+    first = np.full(512, -1)
+    first[:40] = 50  # 40 of 512 found in the same minute: under the 25 % share, still no fault
+    first[100:103] = [20, 22, 90]  # three apart or near: plausible
+    kept = simultaneous_bound(first, times, 240.0, 4)
+    assert sorted(kept) == [100, 101, 102]
+    assert len(simultaneous_bound(first, times, 240.0, 0)) == 43  # without the bound

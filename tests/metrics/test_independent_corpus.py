@@ -1,8 +1,9 @@
-"""Minder, λ+2δ and the z-score baseline on the independent corpus (independent_corpus.py).
+"""Minder, λ+2δ and the z-score baseline on corpus v1 (independent_corpus.py).
 
-Nothing was tuned on this corpus: the detectors run with their shipped defaults.  The floors
-below are what was observed when the corpus was first run (docs/minder.md, "Independent
-evaluation"), rounded down: they catch a regression, they are not a target met by tuning.
+Corpus v1 was written without reading the simulator, and its first run (shipped Minder 0.463 /
+0.704 / 3.8 min) was an independent measurement.  The detector was then reworked after its
+misses were analysed (docs/minder.md, "Evaluation"): v1 is **no longer independent**; these
+figures are a regression guard, rounded down from what was observed, not evidence of accuracy.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ DETECTORS = {
     "minder": lambda a, pri: detect(a, pri, Params()),
     "lambda2delta": lambda a, pri: lambda_2delta(a, pri),
     "zscore": lambda a, pri: zscore_baseline(a, pri),
-    "minder+baseline": lambda a, pri: detect(a, pri, Params(baseline=300.0)),
+    "minder-no-reference": lambda a, pri: detect(a, pri, Params(baseline=0.0)),
+    "minder-physical-scales": lambda a, pri: detect(a, pri, Params(scales=False)),
 }
 
 
@@ -102,13 +104,23 @@ def test_minder_on_the_independent_corpus(tallies: dict[str, Tally]) -> None:
     assert t.median_delay_min <= FLOOR["minder"][2]
 
 
-def test_the_per_node_baseline_trades_offsets_for_early_faults(tallies: dict[str, Tally]) -> None:
-    b, m = tallies["minder+baseline"], tallies["minder"]
-    print("minder+baseline", b.line())
-    lo_p, lo_r, hi_d = FLOOR["minder+baseline"]
-    assert b.precision >= lo_p and b.recall >= lo_r and b.median_delay_min <= hi_d
+def test_the_per_node_reference_removes_offsets_and_idle_by_design_gpus(
+    tallies: dict[str, Tally],
+) -> None:
+    m, b = tallies["minder"], tallies["minder-no-reference"]
+    print("minder-no-reference", b.line())
     # what it is for: fewer healthy jobs with a false alarm, no idle-by-design GPU flagged
-    assert b.fp_jobs < m.fp_jobs and b.idle_flagged < m.idle_flagged
+    assert m.fp_jobs < b.fp_jobs and m.idle_flagged < b.idle_flagged
+
+
+def test_the_per_metric_scales_find_the_small_faults(tallies: dict[str, Tally]) -> None:
+    m, p = tallies["minder"], tallies["minder-physical-scales"]
+    print("minder-physical-scales", p.line())
+    # PCIe downgrade (replays), NVLink at 30-70 % on one GPU: invisible on 0..32 GB/s, 0..300
+    # GB/s and 0..50 replays/s
+    assert m.recall > p.recall
+    for kind in ("pcie_downgrade", "nvlink_errors"):
+        assert m.missed[kind] < p.missed[kind]
 
 
 def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
@@ -119,11 +131,12 @@ def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
     assert m.fp <= z.fp
 
 
-#: observed at the first run (seed 2027, 55 jobs): minder precision 0.463, recall 0.704, median
-#: delay 3.8 min; λ+2δ 0.218 / 0.815 / 10.4 min; z-score 0.162 / 0.593 / 4.0 min.  Floors: a
-#: little under what was seen (precision, recall, delay in minutes).  With ``baseline=300``:
-#: 0.667 / 0.667 / 3.9 min.
-FLOOR = {"minder": (0.42, 0.66, 5.0), "minder+baseline": (0.62, 0.62, 5.0)}
+#: observed (seed 2027, 55 jobs).  First run, the detector as first shipped: 0.463 / 0.704 /
+#: 3.8 min.  After the rework (docs/minder.md, "Accuracy"): minder 1.000 / 0.889 / 4.0 min (the
+#: three one-IB-port-of-eight jobs missed: v1 carries only the summed port counter); λ+2δ 0.218 /
+#: 0.815 / 10.1 min; z-score 0.191 / 0.667 / 4.0 min.  Floors: a little under what was seen
+#: (precision, recall, median delay in minutes).
+FLOOR = {"minder": (0.95, 0.85, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_independent_corpus (docs/minder.md)
     import sys

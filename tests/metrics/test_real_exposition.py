@@ -14,11 +14,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from aegis_slurm.metrics import PromConfig
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import MetricSpec, spec_for
+from aegis_slurm.metrics.catalog import PORT_MIN, MetricSpec, spec_for
 from aegis_slurm.metrics.prometheus import fetch_job
 
 from .conftest import start_prometheus
@@ -105,3 +106,51 @@ def test_dcgm_sample_and_its_blank(real_prom: tuple[str, float]) -> None:
     # MEMORY_TEMP 9223372036854775794 is DCGM's "no reading": dropped, counted, never a value
     assert al.dropped["DCGM blank value (no reading)"] == 4
     assert "DCGM_FI_DEV_MEMORY_TEMP" not in al.data
+
+
+def test_the_lowest_port_rate_shows_one_port_down(tmp_path: Path) -> None:
+    # node_exporter's recorded IB series (device mlx4_0, ports 1 and 2) on three hosts, advancing
+    # at 1 GB/s per port for 10 minutes; on hostC port 2 stops after 5 minutes (link down).  The
+    # summed rate drops by half there; the lowest per-port rate drops to 0.
+    import shutil
+
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
+    name = "node_infiniband_port_data_received_bytes_total"
+    rows = [
+        line.rsplit(" ", 1)
+        for line in (FIX / "node-exporter-e2e-output-excerpt.txt").read_text().splitlines()
+        if line.startswith(name + "{")
+    ]
+    assert len(rows) == 2  # the recorded ports
+    t0 = (time.time() // 3600 - 2) * 3600
+    out = [f"# TYPE {name} counter"]
+    for host in ("hostA", "hostB", "hostC"):
+        for series, first in rows:
+            port2 = 'port="2"' in series
+            for k in range(41):
+                up = k if not (host == "hostC" and port2) else min(k, 20)
+                v = float(first) + 1e9 * 15 * up
+                lab = series[:-1] + f',instance="{host}:9100"}}'
+                out.append(f"{lab} {v!r} {t0 + 15 * k:.3f}")
+    (tmp_path / "in.om").write_text("\n".join(out) + "\n# EOF\n")
+    argv = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
+    subprocess.run(
+        [*argv, str(tmp_path / "in.om"), str(tmp_path / "data")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    proc, url = start_prometheus(tmp_path / "data", tmp_path)
+    try:
+        specs = [spec_for(PORT_MIN), spec_for(name)]
+        df = fetch_job(PromConfig(url), ["hostA", "hostB", "hostC"], t0 + 60, t0 + 600, specs)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    al = align(df, step=15.0)
+    low = al.data[PORT_MIN]
+    a, c = al.nodes.index("hostA"), al.nodes.index("hostC")
+    late = al.times >= t0 + 420  # two minutes after hostC's port 2 stopped
+    assert np.allclose(low[a, late], 1e9, rtol=0.05)
+    assert np.allclose(low[c, late], 0.0, atol=1e6)

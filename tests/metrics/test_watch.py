@@ -42,10 +42,36 @@ def test_an_incident_is_acted_on_once(prom_job: PromJob, tmp_path: Path) -> None
     assert [(i["node"], i["action"]) for i in rep.new] == [(prom_job.truth.node, "alert")]
     text = prom_text(rep, prom_job.end)
     assert f'aegis_minder_faulty{{node="{prom_job.truth.node}",job="77"' in text
+    # the window (last 10 min) lacks the job's start: the per-node reference was queried over
+    # the job's [start + warm-up, + baseline] and kept for the next passes
+    ref = state["references"]["77"]
+    assert ref["start"] == prom_job.start + cfg.detector.warmup
+    assert set(ref["offsets"]["DCGM_FI_DEV_GPU_TEMP"]["offsets"]) == set(prom_job.nodes)
+    assert 30 < ref["offsets"]["DCGM_FI_DEV_GPU_TEMP"]["level"] < 90  # °C under load
+    ref["offsets"]["DCGM_FI_DEV_GPU_TEMP"]["marker"] = 1.0  # a second query would drop it
     again = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
     assert again.new == [] and list(again.open) == [f"77:{prom_job.truth.node}"]
-    # the job ended: the incident is closed
+    assert "marker" in state["references"]["77"]["offsets"]["DCGM_FI_DEV_GPU_TEMP"]
+    # the job ended: the incident and the reference are closed
     assert run_pass(cfg, prom_job.url, [], prom_job.end, state).open == {}
+    assert state["references"] == {}
+
+
+def test_without_the_jobs_reference_it_alerts_but_never_drains(
+    prom_job: PromJob, tmp_path: Path
+) -> None:
+    # the job started two days before the recorded series: its first minutes are beyond what
+    # Prometheus holds (retention); judged without a reference, the culprit is still found, and
+    # alerted only — a constant hardware offset would look the same without it
+    cfg = config(tmp_path, drain=True)
+    job = JobWindow("79", prom_job.nodes, prom_job.start - 2 * 86400, prom_job.end)
+    state: dict = {}
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert rep.jobs_checked == 1
+    ((node, action),) = [(i["node"], i["action"]) for i in rep.new]
+    assert node == prom_job.truth.node
+    assert action.startswith("alert (no per-node reference: no usable metric samples")
+    assert state["references"]["79"]["offsets"] is None
 
 
 def test_small_jobs_have_no_peers_to_compare(prom_job: PromJob, tmp_path: Path) -> None:
@@ -143,7 +169,7 @@ def test_absence_of_one_exporter_is_alerted_never_drained(
     from aegis_slurm.simulate.metrics import simulate_job
 
     df, _ = simulate_job(8, 30, None, seed=44)
-    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.starts_with("DCGM_")))
+    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.contains("DCGM_")))
     monkeypatch.setattr(watch, "fetch_job", lambda *a, **k: df)
     drained: list[str] = []
     monkeypatch.setattr(watch, "_drain", lambda cfg, node, *a: drained.append(node) or "drains")
@@ -154,3 +180,16 @@ def test_absence_of_one_exporter_is_alerted_never_drained(
     actions = {i["node"]: i["action"] for i in rep.new}
     assert actions.get("gpu0005", "").startswith("alert (no samples of this metric")
     assert drained == []
+
+
+def test_a_reference_span_still_in_progress_is_used_but_not_kept(
+    prom_job: PromJob, tmp_path: Path
+) -> None:
+    # a 1-minute lookback on a job 7 minutes old: the window lies after the warm-up, inside the
+    # reference span [5 min, 10 min] that is not over yet
+    cfg = config(tmp_path, lookback=60.0)
+    job = JobWindow("80", prom_job.nodes, prom_job.end - 7 * 60, prom_job.end)
+    state: dict = {}
+    rep = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
+    assert rep.jobs_checked == 1 and rep.prometheus_ok
+    assert "80" not in state["references"]
