@@ -102,24 +102,19 @@ def invalid(rec: Any) -> str | None:
     """
     if not isinstance(rec, dict):
         return "not a JSON object"
-    node, jid, run = rec.get("node"), rec.get("job_id"), rec.get("run", 0)
+    node, jid = rec.get("node"), rec.get("job_id")
     if not isinstance(node, str) or not _NODE.match(node):
         return f"bad node {node!r:.40}"
     if isinstance(jid, bool) or not isinstance(jid, (str, int)) or not str(jid).isdigit():
         return f"bad job_id {jid!r:.40}"
     if len(str(jid)) > 20:
         return "job_id too long"
-    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < 2**31:
-        return f"bad run {run!r:.40}"
     for k in ("cluster", "exit_code", "partition", "captured_at"):
         if k in rec and not isinstance(rec[k], str):
             return f"{k} is not a string"
-    if not isinstance(rec.get("captured_at"), str):
-        return "no captured_at"
-    try:
-        datetime.fromisoformat(rec["captured_at"])
-    except ValueError:
-        return f"bad captured_at {rec['captured_at']!r:.40}"
+    problem = _run_and_time_problem(rec)
+    if problem:
+        return problem
     sigs = rec.get("signals", [])
     if not isinstance(sigs, list):
         return "signals is not a list"
@@ -138,6 +133,20 @@ def invalid(rec: Any) -> str | None:
     return None
 
 
+def _run_and_time_problem(rec: dict[str, Any]) -> str | None:
+    """What is wrong with a spool record's ``run`` and ``captured_at`` (both record kinds)."""
+    run = rec.get("run", 0)
+    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < 2**31:
+        return f"bad run {run!r:.40}"
+    if not isinstance(rec.get("captured_at"), str):
+        return "no captured_at"
+    try:
+        datetime.fromisoformat(rec["captured_at"])
+    except ValueError:
+        return f"bad captured_at {rec['captured_at']!r:.40}"
+    return None
+
+
 def invalid_job(rec: Any) -> str | None:
     """Why an EpilogSlurmctld job record cannot go into the store, or None when it is valid.
 
@@ -147,17 +156,12 @@ def invalid_job(rec: Any) -> str | None:
         return "not a JSON object"
     if rec.get("kind") != "job":
         return f"kind {rec.get('kind')!r:.40} is not a job record"
-    jid, run = rec.get("job_id"), rec.get("run", 0)
+    jid = rec.get("job_id")
     if not isinstance(jid, str) or not jid.isdigit() or len(jid) > 20:
         return f"bad job_id {jid!r:.40}"
-    if isinstance(run, bool) or not isinstance(run, int) or not 0 <= run < 2**31:
-        return f"bad run {run!r:.40}"
-    if not isinstance(rec.get("captured_at"), str):
-        return "no captured_at"
-    try:
-        datetime.fromisoformat(rec["captured_at"])
-    except ValueError:
-        return f"bad captured_at {rec['captured_at']!r:.40}"
+    problem = _run_and_time_problem(rec)
+    if problem:
+        return problem
     for k, n in _JOB_TEXT.items():
         v = rec.get(k, "")
         if not isinstance(v, str):
