@@ -41,8 +41,12 @@ UNLABELLED = "(unlabelled)"
 _SRUN_LABEL = r"^\s*(\d+): "
 #: PyTorch's ``[rank12]:`` (global rank, group 2) after what real logs put in front of it
 #: (group 1, kept): a collector's timestamp or ``|`` columns (up to 40 characters without a
-#: bracket), a ``[80746] `` line counter, torchrun's ``[default3]:`` (local rank).
-_RANK_PREFIX = r"^((?:[^\[]{0,40}?|\[\d+\] )?(?:\[[A-Za-z_]+\d+\]:)?)\[rank(\d+)\]:"
+#: bracket), a ``[80746] `` line counter, a bracketed ISO timestamp (``[2025-02-27T16:30:43Z] ``,
+#: a log shipper's), torchrun's ``[default3]:`` (local rank).
+_RANK_PREFIX = (
+    r"^((?:[^\[]{0,40}?|\[\d+\] |\[\d{4}-\d\d-\d\d[T ][^\]]{0,40}\]\s?)?"
+    r"(?:\[[A-Za-z_]+\d+\]:)?)\[rank(\d+)\]:"
+)
 _LOCAL_PREFIX = r"^\[[A-Za-z_]+\d+\]:"
 #: NCCL's debug prefix ``host:pid:tid [dev] `` (group 2 the host), after an optional collector
 #: timestamp (group 1, kept)

@@ -100,3 +100,13 @@ def test_all_nodes_shows_a_shared_event_the_representative_did_not_log() -> None
     assert v.all_nodes
     shown = {ln["line"] for ln in v.lines}
     assert {1, 4} <= shown  # rank 0's "failure detected", rank 2's watchdog timeout
+
+
+def test_bracketed_iso_timestamp_in_front_of_the_rank_prefix() -> None:
+    # sgl-project/sglang#3932 (held-out case; its culprit is unknown, so no score moves): a log
+    # shipper's ``[2025-02-27T16:30:43.48675097Z] [rank3]:`` — the rank was not read, so the line
+    # landed on the file instead of rank 3
+    lf = read_file(REAL / "heldout" / "sglang3932-two-node-timeout.log", Layout(ranks_per_node=1))
+    first = lf.frame.row(0, named=True)
+    assert first["node"] == "node#3"
+    assert first["text"].startswith("[2025-02-27T16:30:43.48675097Z] [E227 16:30:43")
