@@ -167,9 +167,11 @@ def goodput_lost(
     by2 = second.group_by("gpu_bucket").agg(
         pl.col("lost").sum().alias("second_order_gpu_hours"), pl.len().alias("preempted_runs")
     )
+    counts = ["first_order_gpu_hours", "failed_runs", "second_order_gpu_hours", "preempted_runs"]
     by = (
-        by1.join(by2, on="gpu_bucket", how="full", coalesce=True)
-        .fill_null(0)
+        # the CPU-only bucket stays null (one row: null keys join), never bucket 0
+        by1.join(by2, on="gpu_bucket", how="full", coalesce=True, nulls_equal=True)
+        .with_columns(pl.col(counts).fill_null(0))
         .with_columns(
             (pl.col("first_order_gpu_hours") + pl.col("second_order_gpu_hours")).alias(
                 "total_gpu_hours"
