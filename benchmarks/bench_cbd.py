@@ -13,10 +13,9 @@ are this machine's.  Measured:
 * gcm (PyPI package ``gpucm``, CLI ``health_checks``): ``health_checks check-storage disk-usage``
   wall time and RSS, one check only, and the ratio to our whole light profile.
 
-gcm is looked up as $AEGIS_GCM_HEALTH_CHECKS, then ``health_checks`` on PATH, then
-/tmp/gcm-venv/bin/health_checks (install: ``python3 -m venv /tmp/gcm-venv &&
-/tmp/gcm-venv/bin/pip install gpucm``; kept out of the project venv on purpose: it pulls
-pydantic, opentelemetry, omegaconf, pynvml).
+gcm is looked up as $AEGIS_GCM_HEALTH_CHECKS, then ``health_checks`` on PATH, then the
+repository's ``.venv-gcm/bin/health_checks`` (``make bench`` installs it there; kept out of the
+project venv on purpose: it pulls pydantic, opentelemetry, omegaconf, pynvml).
 
 ``--burst`` (root, the real Slurm test cluster of ``tools/slurm-testbed.sh``, under its session
 lock): 8 jobs submitted together onto one 8-CPU node, the Prolog installed as docs/cbd.md says
@@ -118,7 +117,7 @@ def find_gcm() -> str | None:
     for cand in (
         os.environ.get("AEGIS_GCM_HEALTH_CHECKS"),
         shutil.which("health_checks"),
-        "/tmp/gcm-venv/bin/health_checks",
+        str(Path(__file__).resolve().parents[1] / ".venv-gcm" / "bin" / "health_checks"),
     ):
         if cand and os.access(cand, os.X_OK):
             return cand
@@ -274,7 +273,7 @@ def main() -> None:
             out["gcm_max_rss_mib"] / out["prolog_process_max_rss_mib"], 2
         )
     else:
-        out["gcm"] = "not installed (pip install gpucm into /tmp/gcm-venv)"
+        out["gcm"] = "not installed (make bench installs gpucm into .venv-gcm)"
     print(json.dumps(out, indent=2))
 
 
