@@ -117,7 +117,7 @@ def find_gcm() -> str | None:
     for cand in (
         os.environ.get("AEGIS_GCM_HEALTH_CHECKS"),
         shutil.which("health_checks"),
-        str(Path(__file__).resolve().parents[1] / ".venv-gcm" / "bin" / "health_checks"),
+        str(REPO / ".venv-gcm" / "bin" / "health_checks"),
     ):
         if cand and os.access(cand, os.X_OK):
             return cand
