@@ -126,11 +126,7 @@ def invalid(rec: Any) -> str | None:
         for k in ("time", "detail"):
             if s.get(k) is not None and not isinstance(s[k], str):
                 return f"signal {k} is not a string"
-    try:
-        json.dumps(rec, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return "invalid UTF-8 (lone surrogate) in a field"
-    return None
+    return _not_utf8(rec)
 
 
 def _run_and_time_problem(rec: dict[str, Any]) -> str | None:
@@ -144,6 +140,15 @@ def _run_and_time_problem(rec: dict[str, Any]) -> str | None:
         datetime.fromisoformat(rec["captured_at"])
     except ValueError:
         return f"bad captured_at {rec['captured_at']!r:.40}"
+    return None
+
+
+def _not_utf8(rec: dict[str, Any]) -> str | None:
+    """A record the store cannot hold: a lone surrogate (undecodable bytes) in some field."""
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "invalid UTF-8 (lone surrogate) in a field"
     return None
 
 
@@ -178,11 +183,7 @@ def invalid_job(rec: Any) -> str | None:
         v = rec.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32):
             return f"bad {k} {v!r:.40}"
-    try:
-        json.dumps(rec, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return "invalid UTF-8 (lone surrogate) in a field"
-    return None
+    return _not_utf8(rec)
 
 
 def _job_row(rec: dict[str, Any]) -> dict[str, Any]:
