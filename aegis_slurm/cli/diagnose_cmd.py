@@ -67,6 +67,7 @@ def signals_view(
             "evidence": [],
             "action": "none: no Epilog record of this job (Epilog not installed, or not "
             "collected yet)",
+            "job_nodes": listed_nodes or list((info or {}).get("nodes") or []),
             "job": info,
         }
     chosen = run if run is not None else max(int(r.get("run", 0)) for r in recs)
@@ -134,12 +135,7 @@ def metrics_view(url: str, job_id: str, store: Path | None) -> dict[str, Any]:
         return {"error": str(e)}
 
 
-def named_by(
-    signals: dict[str, Any],
-    logs: dict | None,
-    metrics: dict | None,
-    job_nodes: list[str] | None = None,
-) -> dict[str, list]:
+def named_by(signals: dict[str, Any], logs: dict | None, metrics: dict | None) -> dict[str, list]:
     """node -> the sources that name it as a culprit (a log verdict of "all nodes" names none:
     the same failure on every node is the job's, not a node's).
 
@@ -147,7 +143,7 @@ def named_by(
     ``slurm-4242.out`` read as one unit, a rank no layout mapped) names no node: it stays in its
     source's section, never a culprit line.
     """
-    known = set(job_nodes or [])
+    known = set(signals.get("job_nodes") or [])
     named: dict[str, list[str]] = {}
     for node in signals.get("nodes", []):
         named.setdefault(node, []).append("signals")
@@ -257,8 +253,7 @@ def diagnose(
     metrics = metrics_view(prometheus, job_id, store) if prometheus else None
     out["logs"] = logs
     out["metrics"] = metrics
-    job_nodes = out.get("job_nodes") or listed or (out.get("job") or {}).get("nodes") or []
-    out["named_by"] = named_by(out, logs, metrics, job_nodes)
+    out["named_by"] = named_by(out, logs, metrics)
     has_data = (
         out["verdict"] != "no-records"
         or (logs is not None and "error" not in logs)
