@@ -135,14 +135,20 @@ def read_file(
     label = pl.col("text").str.extract(_SRUN_LABEL, 1).cast(pl.Int64, strict=False)
     df = df.with_columns(label.alias("task") if any_label else pl.lit(None, pl.Int64).alias("task"))
     has_labels = any_label and df["task"].null_count() < df.height
+    task_node = (
+        _map_index(df, "task", layout.tasks_per_node, layout, "task") if has_labels else None
+    )
     if has_labels:
         df = df.with_columns(pl.col("text", "shape").str.replace(_SRUN_LABEL, ""))
-        if node_hint is not None and layout.tasks_per_node and layout.nodes:
-            # a file named after one node (``-o %j-%N.out`` of a batch job names the batch
-            # host) whose labels are several nodes' tasks is a combined file: labels win
-            spans = df.select(_map_index(df, "task", layout.tasks_per_node, layout, "task"))
-            if spans.to_series().drop_nulls().n_unique() > 1:
-                node_hint = None
+        # a file named after one node (``-o %j-%N.out`` of a batch job names the batch host)
+        # whose labels are several nodes' tasks is a combined file: labels win
+        if (
+            node_hint is not None
+            and layout.tasks_per_node
+            and layout.nodes
+            and df.select(task_node).to_series().drop_nulls().n_unique() > 1
+        ):
+            node_hint = None
     if fallback is not None and not layout.nodes:
         node_hint = node_hint or fallback
     rank = pl.col("text").str.extract(_RANK_PREFIX, 2).cast(pl.Int64, strict=False)
@@ -174,8 +180,8 @@ def read_file(
         df = df.with_columns(pl.col("text", "shape").str.replace(_NCCL_HOST, "$1"))
     if node_hint is not None:
         node = pl.lit(node_hint)
-    elif has_labels:
-        node = _map_index(df, "task", layout.tasks_per_node, layout, "task")
+    elif task_node is not None:
+        node = task_node
     elif has_ranks:
         node = _map_index(df, "rank", layout.ranks_per_node, layout, "rank")
     elif has_hosts:
