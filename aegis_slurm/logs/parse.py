@@ -21,7 +21,8 @@ from aegis_slurm.errors import ConfigError
 #: half-eaten by the number rule.
 MASKS: tuple[tuple[str, str], ...] = (
     (r"\d{4}-\d{2}-\d{2}[ T_]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?", "<TS>"),
-    (r"\b[EWIF]\d{4} \d{2}:\d{2}:\d{2}(?:\.\d+)?", "<TS>"),  # glog: E0321 02:07:08.408271
+    # glog as PyTorch's c10 prints it: (month+1)*100+day, unpadded: E321 02:07:08.408271257
+    (r"\b[EWIF]\d{3,4} \d{2}:\d{2}:\d{2}(?:\.\d+)?", "<TS>"),
     (r"\b\d{2}:\d{2}:\d{2}(?:[.,]\d+)?", "<TS>"),
     (r"(?:[A-Za-z]:)?(?:/[\w.+@=~-]+){2,}/?", "<PATH>"),
     (r"\b0x[0-9a-fA-F]+\b", "<HEX>"),
@@ -40,8 +41,9 @@ MASKS: tuple[tuple[str, str], ...] = (
 
 #: ISO date-times (also ``2023-05-19_16:39:58`` from torchrun's failure summary)
 _ISO_TS = r"(\d{4}-\d{2}-\d{2})[ T_](\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)"
-#: glog (PyTorch C++): ``[E321 02:07:08.408271257 ...`` (month, day; the year is not printed)
-_GLOG_TS = r"\b[EWIF](\d{2})(\d{2}) (\d{2}:\d{2}:\d{2})(?:\.(\d+))?"
+#: glog (PyTorch C++): ``[E321 02:07:08.408271257 ...``: c10 prints ``month * 100 + day``, so
+#: March 21 is ``321`` and November 22 ``1122``; the year is not printed
+_GLOG_TS = r"\b[EWIF](\d{1,2})(\d{2}) (\d{2}:\d{2}:\d{2})(?:\.(\d+))?"
 #: iteration counters: Megatron ``iteration      122/  250000``, ``step 12``, ``global_step=12``
 ITERATION = r"(?i)\b(?:iteration|global_step|step)\s*[:=]?\s*(\d+)"
 
@@ -54,14 +56,15 @@ def mask_expr(col: str = "text") -> pl.Expr:
     return e.str.strip_chars()
 
 
-_Y2000 = 946684800.0  # 2000-01-01T00:00:00Z
 _ISO_RE = re.compile(_ISO_TS)
 _GLOG_RE = re.compile(_GLOG_TS)
 _ITER_RE = re.compile(ITERATION)
 
 
-def _offsets(shape: str) -> tuple[int | None, int | None, int | None, int | None, int | None]:
-    """Where a shape's ISO time, glog time and iteration number sit (character offsets)."""
+def _offsets(
+    shape: str,
+) -> tuple[int | None, int | None, int | None, int | None, int | None, int | None]:
+    """Where a shape's ISO time, glog time and iteration number sit (offsets and lengths)."""
     iso = _ISO_RE.search(shape)
     glog = _GLOG_RE.search(shape)
     it = _ITER_RE.search(shape)
@@ -69,6 +72,7 @@ def _offsets(shape: str) -> tuple[int | None, int | None, int | None, int | None
         iso.start(1) if iso else None,
         iso.end(2) - iso.start(1) if iso else None,
         glog.start(1) if glog else None,
+        glog.end() - glog.start(1) if glog else None,
         it.start(1) if it else None,
         it.end(1) - it.start(1) if it else None,
     )
@@ -77,8 +81,8 @@ def _offsets(shape: str) -> tuple[int | None, int | None, int | None, int | None
 def shape_info(shapes: pl.Series) -> pl.DataFrame:
     """Per distinct shape: its masked text and where the time and iteration fields sit."""
     rows = [_offsets(x) for x in shapes.to_list()]
-    cols = list(zip(*rows, strict=True)) if rows else [[]] * 5
-    names = ("iso_at", "iso_len", "glog_at", "it_at", "it_len")
+    names = ("iso_at", "iso_len", "glog_at", "glog_len", "it_at", "it_len")
+    cols = list(zip(*rows, strict=True)) if rows else [[]] * len(names)
     return pl.DataFrame(
         {
             "shape": shapes,
@@ -106,30 +110,37 @@ def annotate_ids(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
         .str.replace(",", ".")
         .str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False, time_unit="us")
     )
-    glog = pl.concat_str(
-        [pl.lit("2000"), pl.col("text").str.slice(pl.col("glog_at"), 13)]
-    ).str.to_datetime("%Y%m%d %H:%M:%S", strict=False, time_unit="us")
     df = df.with_columns(
         (iso.dt.epoch("us").cast(pl.Float64) / 1e6).alias("_iso"),
-        (glog.dt.epoch("us").cast(pl.Float64) / 1e6).alias("_glog"),
         pl.col("text")
         .str.slice(pl.col("it_at"), pl.col("it_len"))
         .cast(pl.Int64, strict=False)
         .alias("iteration"),
     )
-    year_start = (
+    # glog lines take the year of the node's nearest ISO line (else 2000) as their own, so a
+    # leap year's February 29 shifts nothing; "321 02:07:08.4" -> "0321 ...": c10 does not pad
+    year = (
         pl.from_epoch(pl.col("_iso"), time_unit="s")
         .dt.year()
         .forward_fill()
         .backward_fill()
         .over("node")
+        .fill_null(2000)
     )
-    shift = (
-        pl.datetime(year_start, 1, 1, time_unit="us").dt.epoch("us").cast(pl.Float64) / 1e6 - _Y2000
-    ).fill_null(0.0)
+    month_day_time = (
+        pl.col("text")
+        .str.slice(pl.col("glog_at"), pl.col("glog_len"))
+        .str.replace(r"^(\d{3}) ", "0${1} ")
+    )
+    glog = pl.concat_str([year.cast(pl.String), month_day_time]).str.to_datetime(
+        "%Y%m%d %H:%M:%S%.f", strict=False, time_unit="us"
+    )
     df = df.with_columns(
-        pl.coalesce(pl.col("_iso"), pl.col("_glog") + shift).forward_fill().over("node").alias("ts")
-    ).drop("_iso", "_glog", "iso_at", "iso_len", "glog_at", "it_at", "it_len", "shape")
+        pl.coalesce(pl.col("_iso"), glog.dt.epoch("us").cast(pl.Float64) / 1e6)
+        .forward_fill()
+        .over("node")
+        .alias("ts")
+    ).drop("_iso", "iso_at", "iso_len", "glog_at", "glog_len", "it_at", "it_len", "shape")
     return df, masked
 
 

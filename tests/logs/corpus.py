@@ -83,7 +83,8 @@ def _fill(text: str, rng: random.Random, **kw: object) -> str:
 
 def _glog(t: float) -> str:
     d = datetime(2024, 5, 1) + timedelta(seconds=t)
-    return f"E{d:%m%d %H:%M:%S}.{int((t % 1) * 1e9):09d}"
+    # as PyTorch's c10 prints it: month * 100 + day, unpadded (E501 for May 1)
+    return f"E{d.month * 100 + d.day} {d:%H:%M:%S}.{int((t % 1) * 1e9):09d}"
 
 
 def _iso(t: float) -> str:

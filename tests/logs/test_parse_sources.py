@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import polars as pl
@@ -41,7 +42,7 @@ def test_timestamps_iso_and_glog_share_one_clock() -> None:
     )
     ts = df["ts"].to_list()
     assert ts[1] == ts[0]  # forward-filled
-    assert ts[2] - ts[0] == pytest.approx(10.0)  # glog takes the ISO lines' year
+    assert ts[2] - ts[0] == pytest.approx(10.408271, abs=1e-3)  # glog takes the ISO year
     assert df["iteration"].to_list() == [3, None, None]
 
 
@@ -146,3 +147,26 @@ def test_labels_beyond_the_node_count_follow_block_distribution(tmp_path):
     bad = lf.frame.filter(pl.col("text").str.contains("NCCL error"))
     assert bad["node"].to_list() == ["gpu02"]
     assert sorted(lf.nodes) == ["gpu01", "gpu02"]
+
+
+def test_glog_month_is_unpadded_as_pytorch_prints_it() -> None:
+    """c10 prints ``month * 100 + day``: ``E321`` is March 21, ``E1119`` November 19.  Lines from
+    tests/fixtures/logs/real (LlamaFactory#7396, pytorch-lightning#20434), with one ISO line for
+    the year.  Before the fix ``E321`` was read as no time at all and masked as a hex id."""
+    df = _annotate(
+        [
+            "[2025-03-21 02:00:00] start",
+            "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] [Rank 0] "
+            "Watchdog caught collective operation timeout",
+            "[rank3]:[E1119 13:21:12.512781555 ProcessGroupNCCL.cpp:616] [Rank 3] "
+            "Watchdog caught collective operation timeout",
+            "[80747] [rank4]:[F321 02:07:09.414640780 ProcessGroupNCCL.cpp:607] [Rank 4] "
+            "Watchdog caught collective operation timeout",
+        ]
+    )
+    ts = df["ts"].to_list()
+    assert ts[1] - ts[0] == pytest.approx(428.408271, abs=1e-3)
+    nov19 = datetime(2025, 11, 19, 13, 21, 12, 512781, tzinfo=UTC).timestamp()
+    assert ts[2] == pytest.approx(nov19, abs=1e-3)
+    assert "<HEX>" not in df["masked"][1] and "<HEX>" not in df["masked"][3]
+    assert df["masked"][1].startswith("[<N>] [rank<N>]:[<TS> ")
