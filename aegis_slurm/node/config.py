@@ -14,6 +14,7 @@ import fnmatch
 import functools
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,22 @@ def site_path(path: str | os.PathLike[str] | None = None) -> Path | None:
 def load(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Defaults merged with the validated site file (``path``, $AEGIS_CBD_CONFIG, /etc/...)."""
     return tt.load(defaults(), schema(), site_path(path))
+
+
+def raw_state_dir(argv: list[str] | None) -> str:
+    """state_dir of the site file without validation (where to count a crash when the config
+    or the arguments are broken); "" when unknown.  Called after the watchdog is armed."""
+    args = sys.argv[1:] if argv is None else argv
+    path = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
+    if path is None and "--config" in args[:-1]:
+        path = args[args.index("--config") + 1]
+    try:
+        site = site_path(path)
+        raw = tt.read(site) if site else {}
+        value = raw.get("runtime", {}).get("state_dir", "")
+        return value if isinstance(value, str) else ""
+    except Exception:
+        return ""
 
 
 __all__ = ["ConfigError", "expand_hostlist", "expectations", "load", "policy"]

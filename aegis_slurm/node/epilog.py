@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     dog = runtime.Watchdog(HOOK, lambda: count("watchdog"))
     try:
         dog.arm(_budget(config.defaults(), "node"))  # before anything that can block (10.8)
+        # a broken config still names where its own counters belong (as the Prolog does)
+        state_dir = config.raw_state_dir(argv) or state_dir
         args = ap.parse_args(argv)
         dog.rearm(_budget(config.defaults(), args.mode))
         host = runtime.node_name() if args.mode == "node" else "ctld"

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from aegis_slurm.node import cbd, config, export, files, policy, runtime, slurm
-from aegis_slurm.node import typedtoml as tt
 from aegis_slurm.node.policy import actions_for, gpu_context, update_passes
 from aegis_slurm.node.runtime import node_name as host_name
 from aegis_slurm.node.verdict import PROBE_ERROR, Verdict
@@ -258,22 +257,6 @@ def _budget(cfg: dict[str, Any]) -> float:
     return float(rt["watchdog_s"]) + float(rt["watchdog_grace_s"])
 
 
-def _raw_state_dir(argv: list[str] | None) -> str:
-    """state_dir of the site file without validation (where to count a crash when the config
-    or the arguments are broken); "" when unknown.  Called after the watchdog is armed."""
-    args = sys.argv[1:] if argv is None else argv
-    path = next((a.split("=", 1)[1] for a in args if a.startswith("--config=")), None)
-    if path is None and "--config" in args[:-1]:
-        path = args[args.index("--config") + 1]
-    try:
-        site = config.site_path(path)
-        raw = tt.read(site) if site else {}
-        value = raw.get("runtime", {}).get("state_dir", "")
-        return value if isinstance(value, str) else ""
-    except Exception:
-        return ""
-
-
 def main(argv: list[str] | None = None) -> int:
     """Process exit code: :data:`EXIT_DRAIN` when the node was drained in prolog mode, else 0."""
     host = "?"
@@ -292,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         dog.arm(_budget(config.defaults()))
         state_dir = _state_dir(config.defaults())
         host = host_name()
-        state_dir = _raw_state_dir(argv) or state_dir
+        state_dir = config.raw_state_dir(argv) or state_dir
         args = _parse_args(argv)
         cfg = config.load(args.config)
         state_dir = _state_dir(cfg)

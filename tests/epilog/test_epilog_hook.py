@@ -105,10 +105,13 @@ watchdog_s = 1.0
 
 def test_an_aegis_bug_never_fails_the_teardown(tmp_path):
     cfg = tmp_path / "cbd.toml"
-    cfg.write_text("[policy.default]\nfail = 'explode'\n")  # config that fails to load
+    state = tmp_path / "state"
+    # a config that fails to load still names where its counters go (not the system's)
+    cfg.write_text(f"[runtime]\nstate_dir = '{state}'\n[policy.default]\nfail = 'explode'\n")
     r = run_hook(cfg, 5, AEGIS_MODE="node")
     assert r.returncode == 0
     assert "config error, ignored" in r.stderr and "policy.default.fail" in r.stderr
+    assert [p.read_text() for p in state.glob("*/epilog_config_errors")] == ["1"]
     (tmp_path / "spool").write_text("")  # the spool "directory" is a file: an OSError inside
     r = run_hook(site(tmp_path), 5)
     assert r.returncode == 0
