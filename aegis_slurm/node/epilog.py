@@ -21,6 +21,7 @@ from typing import Any
 
 from aegis_slurm.node import config, files, runtime
 from aegis_slurm.node.epilog_ctld import (
+    GUARDED_DRAIN_COMMANDS,
     auto_drain,
     current_admin_comment,
     hold_watch,
@@ -58,8 +59,11 @@ def _budget(cfg: dict[str, Any], mode: str) -> float:
     ep = cfg["epilog"]
     if mode == "node":
         return float(ep["watchdog_s"]) + float(ep["watchdog_grace_s"])
-    if mode == "ctld":  # tag wait + commands are bounded; this is the outer bound
-        return float(ep["ctld_wait_s"]) + 4 * float(ep["command_timeout_s"])
+    if mode == "ctld":
+        # the record wait, one scontrol read (task layout or NODE_FAIL state), the tag, and
+        # one whole guarded drain; auto_drain starts no drain it could not finish in time
+        commands = 2 + GUARDED_DRAIN_COMMANDS
+        return float(ep["ctld_wait_s"]) + commands * float(ep["command_timeout_s"])
     return float(cfg["loop_guard"]["hold_wait_s"]) + 2 * float(ep["command_timeout_s"])
 
 
@@ -92,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.mode == "node":
             res: Any = run_node(cfg, host)
         elif args.mode == "ctld":
-            res = run_ctld(cfg, config_path=args.config)
+            res = run_ctld(cfg, config_path=args.config, deadline=dog.deadline)
         else:
             res = hold_watch(cfg, args.job, args.restarts, args.why)
         if args.print:

@@ -262,9 +262,13 @@ def _history(st: dict[str, Any], jid: str, now: float) -> list[dict[str, Any]]:
 
 
 def run_ctld(
-    cfg: dict[str, Any], spawn: bool = True, config_path: str | None = None
+    cfg: dict[str, Any],
+    spawn: bool = True,
+    config_path: str | None = None,
+    deadline: float = float("inf"),
 ) -> dict[str, Any]:
-    """EpilogSlurmctld: loop guard, then tag (and optional auto-drain) for a failed job."""
+    """EpilogSlurmctld: loop guard, then tag (and optional auto-drain) for a failed job.
+    ``deadline``: when the hook's watchdog fires (monotonic clock)."""
     ep = cfg["epilog"]
     job = job_env()
     jid = job["job_id"]
@@ -337,7 +341,7 @@ def run_ctld(
             for r in recs
         ]
         res["diagnosis"] = d = diag.diagnose(nodes, trusted, job_state=state).to_dict()
-        res["drained"] = auto_drain(cfg, jid, d, use_syslog)
+        res["drained"] = auto_drain(cfg, jid, d, use_syslog, deadline)
     return res
 
 
@@ -352,14 +356,35 @@ def node_fail_state(cfg: dict[str, Any], jid: str) -> str:
     return "COMPLETED"
 
 
-def auto_drain(cfg: dict[str, Any], jid: str, d: dict[str, Any], use_syslog: bool) -> list[str]:
+#: commands one guarded drain may run: the guard's look, the drain, the second look, an undo
+GUARDED_DRAIN_COMMANDS = 4
+
+
+def auto_drain(
+    cfg: dict[str, Any],
+    jid: str,
+    d: dict[str, Any],
+    use_syslog: bool,
+    deadline: float = float("inf"),
+) -> list[str]:
     """Drain the diagnosed culprits through the one guarded drain (ownership, storm guard and
-    its second look, 10.19)."""
+    its second look, 10.19).  A drain starts only when it can finish before the hook's
+    watchdog (``deadline``, monotonic clock) even if every command takes its whole timeout:
+    a drain cut off before its second look could overshoot the storm guard."""
     if d["verdict"] not in ("critical", "distributed-few", "root-cause") or not d["nodes"]:
         return []
     cl = client(cfg)
+    worst = GUARDED_DRAIN_COMMANDS * float(cfg["epilog"].get("command_timeout_s", 10))
     drained = []
     for node in d["nodes"]:
+        if time.monotonic() + worst > deadline:
+            msg = (
+                f"aegis-epilog: job {jid}: not draining {node}: too little time left for a "
+                "guarded drain (the next job's Prolog checks it)"
+            )
+            export.log("alert", msg, use_syslog)
+            print(msg, file=sys.stderr)
+            continue
         why = (d["evidence"][:1] or [""])[0].split(": ", 1)[-1]
         v = Verdict("diagnose", FAIL, f"job {jid} {d['verdict']}: {why}")
         r = slurm.guarded_drain(cl, node, [v], cfg.get("guard", {}), datetime.now())

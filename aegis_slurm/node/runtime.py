@@ -60,6 +60,11 @@ class Watchdog:
 
     rearm = arm
 
+    @property
+    def deadline(self) -> float:
+        """When it fires, on the ``time.monotonic()`` clock (inf until armed)."""
+        return self._deadline
+
     def _run(self) -> None:
         with self._cv:
             while (left := self._deadline - time.monotonic()) > 0:

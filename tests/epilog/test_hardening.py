@@ -462,6 +462,29 @@ def test_10_2_syslog_signals_never_drain(tmp_path):
     assert fake.drains() == []
 
 
+def test_auto_drain_never_starts_a_drain_it_cannot_finish_before_the_watchdog(
+    tmp_path, monkeypatch
+):
+    """A drain cut off by the watchdog before its second look could overshoot the storm
+    guard: with less time left than four command timeouts, no drain starts at all."""
+    import time
+
+    from aegis_slurm.node import epilog_ctld
+
+    nodes = [f"node{i}" for i in range(1, 11)]
+    fake = FakeSlurm(tmp_path, nodes)
+    monkeypatch.setenv("PATH", fake.path)
+    cfg = config.load(site(tmp_path))
+    d = {"verdict": "critical", "nodes": ["node5"], "evidence": ["node5: xid79"]}
+    budget = epilog_ctld.GUARDED_DRAIN_COMMANDS * cfg["epilog"]["command_timeout_s"]
+    soon = time.monotonic() + budget - 1.0
+    assert epilog_ctld.auto_drain(cfg, "31", d, False, deadline=soon) == []
+    assert fake.calls() == []
+    later = time.monotonic() + budget + 60.0
+    assert epilog_ctld.auto_drain(cfg, "31", d, False, deadline=later) == ["node5"]
+    assert fake.drains() == ["node5"]
+
+
 # ---- 10.20: the whole node package is standard library only ----------------------------------
 
 
