@@ -94,8 +94,13 @@ def logs(
 def render_text(v) -> str:
     """What an admin reads at 3 a.m.: culprit nodes, five lines with file:line, stage, iteration."""
     out: list[str] = []
-    if v.all_nodes:
+    if v.all_nodes and v.same_error_everywhere:
         out.append("culprit: ALL NODES (the same failure on every node: job or config, not a node)")
+    elif v.all_nodes:
+        out.append(
+            "culprit: ALL NODES (no node stands out, but their errors differ: read each node's "
+            "lines below; job, config or the network between them, not one node's fault)"
+        )
     elif v.nodes:
         kind = "hang: iterations stopped first on" if v.hang else "culprit node(s):"
         names = ", ".join(f"{n['node']} ({n['score']:.2f})" for n in v.nodes[:5])

@@ -40,6 +40,8 @@ class LogVerdict:
     stage: str | None = None
     iteration: int | None = None
     all_nodes: bool = False
+    #: with ``all_nodes``: some error-worded event is on every node (else they differ)
+    same_error_everywhere: bool = False
     hang: bool = False
     files: int = 0
     lines_read: int = 0
@@ -208,6 +210,7 @@ def diagnose_logs(
     # blame on every node
     if not culprits and any(weights[j] > 1 for j in shared) and (baseline or not _hang_only(lines)):
         verdict.all_nodes = True
+        verdict.same_error_everywhere = spatial.error_on_every_node(mat, weights > 1)
         verdict.nodes.append({"node": ALL_NODES, "score": 1.0})
         # lines from one representative node: the events (not in the baseline) most nodes share
         rep_i = int(np.argmax((mat[:, shared] > 0).sum(axis=1)))
@@ -224,7 +227,7 @@ def diagnose_logs(
     if not verdict.nodes or verdict.all_nodes or no_error:
         hung = _hangs(lines)
         if hung:
-            verdict.all_nodes = False
+            verdict.all_nodes = verdict.same_error_everywhere = False
             verdict.hang = True
             verdict.nodes = [{"node": n, "score": 1.0} for n in hung]
             candidate_lines = []

@@ -93,3 +93,13 @@ def compare_nodes(nodes: list[str], counts: np.ndarray) -> SpatialResult:
     elif x.shape[1]:
         importance = dev
     return SpatialResult(nodes=nodes, scores=scores, outliers=outliers, importance=importance)
+
+
+def error_on_every_node(counts: np.ndarray, error_worded: np.ndarray) -> bool:
+    """True when some error-worded event was logged by every node: an "all nodes" verdict is
+    then the same failure everywhere.  Otherwise no node stands out but the nodes' errors
+    differ (with two nodes an event of one is already "shared by half"), and the text must
+    not claim they are the same."""
+    if counts.size == 0:
+        return False
+    return bool(((counts > 0).all(axis=0) & error_worded).any())

@@ -162,6 +162,7 @@ def diagnose_summaries(summaries: list[dict], baseline: Sequence[dict] = ()) -> 
             verdict.nodes = [{"node": n, "score": 1.0} for n in hung]
         elif events:
             verdict.all_nodes = True
+            verdict.same_error_everywhere = spatial.error_on_every_node(mat, weights > 1)
             verdict.nodes = [{"node": ALL_NODES, "score": 1.0}]
     rows.sort(key=lambda r: (r["order"], r["w"], r["pos"]))
     verdict.lines = [

@@ -264,3 +264,39 @@ def test_job_files_follow_per_node_patterns(tmp_path: Path) -> None:
     assert [p.name for p in job_files(info)] == ["77-gpu1.log", "77-gpu2.log"]
     info = JobInfo(job_id="77", stdout=str(tmp_path / "77-gpu1.log"))
     assert job_files(info) == [tmp_path / "77-gpu1.log"]
+
+
+def _two_node_job(root: Path, second: str) -> Path:
+    """Two nodes' logs (``<node>.log``): the same start-up, then node a's error and ``second``
+    on node b.  The error lines are real (NVIDIA/nccl#629, LlamaFactory#7396)."""
+    start = [f"[2025-03-21 02:00:{s:02d}] iteration {s}/ 100 | lm loss: 2.{s}" for s in range(9)]
+    ecc = "[2025-03-21 02:05:00] RuntimeError: CUDA error: an illegal memory access was encountered"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "a.log").write_text("\n".join([*start, ecc]) + "\n")
+    (root / "b.log").write_text("\n".join([*start, second]) + "\n")
+    return root
+
+
+def test_two_nodes_with_different_errors_are_never_called_the_same_failure(tmp_path: Path) -> None:
+    from aegis_slurm.cli.logs_cmd import render_text
+
+    timeout = (
+        "[2025-03-21 02:07:08] [rank8]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] "
+        "[Rank 8] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, "
+        "OpType=ALLREDUCE) ran for 600060 milliseconds before timing out."
+    )
+    differ = diagnose_logs([_two_node_job(tmp_path / "differ", timeout)])
+    same = diagnose_logs(
+        [
+            _two_node_job(
+                tmp_path / "same",
+                "[2025-03-21 02:05:00] RuntimeError: CUDA error: an illegal memory access was "
+                "encountered",
+            )
+        ]
+    )
+    assert differ.all_nodes and same.all_nodes  # two nodes: neither stands out
+    assert same.same_error_everywhere and not differ.same_error_everywhere
+    assert "the same failure on every node" in render_text(same)
+    text = render_text(differ)
+    assert "the same failure" not in text and "errors differ" in text
