@@ -20,7 +20,8 @@ Sources (links and details in tests/fixtures/metrics_v3/README.md)
   ``node_infiniband_port_data_{received,transmitted}_bytes_total``,
   ``node_infiniband_port_errors_received_total``, ``node_infiniband_port_discards_received_total``,
   ``node_infiniband_port_transmit_wait_total``, ``node_infiniband_link_downed_total``,
-  ``node_infiniband_link_error_recovery_total`` (counters); ``node_infiniband_state_id``,
+  ``node_infiniband_link_error_recovery_total`` (counters), ``node_infiniband_symbol_error_total``
+  (counter, in ``collector/infiniband_linux.go``, not in the fixture); ``node_infiniband_state_id``,
   ``node_infiniband_physical_state_id``, ``node_infiniband_rate_bytes_per_second`` (gauges);
   ``node_load1``, ``node_memory_MemAvailable_bytes``, ``node_memory_MemTotal_bytes``,
   ``node_cpu_seconds_total``, ``node_pressure_memory_stalled_seconds_total``,
@@ -31,7 +32,7 @@ Sources (links and details in tests/fixtures/metrics_v3/README.md)
   iteration time in their case study).
 - Peers of a dead/frozen rank spin in NCCL: GPU utilisation 100 % at low power (~70 W)
   (github.com/NVIDIA/nccl/issues/968, /1063, cupy/cupy#3557). NCCL watchdog timeout 10 min
-  (PyTorch ProcessGroupNCCL default) before the job is torn down.
+  (PyTorch ProcessGroupNCCL default since pytorch/pytorch#110947) before the job is torn down.
 
 Model (assumptions; a number with no source is marked GUESS in the README table)
 - Synchronous step: step time F(t) = max(job-wide factor, slowest GPU's factor). A GPU with
@@ -178,6 +179,7 @@ IB_METRICS: tuple[str, ...] = (
     "node_infiniband_port_transmit_wait_total",
     "node_infiniband_link_downed_total",
     "node_infiniband_link_error_recovery_total",
+    "node_infiniband_symbol_error_total",
     "node_infiniband_state_id",
     "node_infiniband_physical_state_id",
     "node_infiniband_rate_bytes_per_second",
@@ -1112,7 +1114,11 @@ def _ib_series(job, site, st, rng, rows: _Rows, node_gone) -> None:
     wait = rng.uniform(1e9, 1e11, (n, p, 1)) + np.cumsum(wait_rate * dt, axis=-1)
     downed = rng.integers(0, 3, (n, p, 1)) + np.round(np.cumsum(downed_rate * dt, axis=-1))
     recov = rng.integers(0, 3, (n, p, 1)) + np.round(np.cumsum(recov_rate * dt, axis=-1))
-    counters = [rx, tx, errs, disc, wait, downed, recov]
+    # Symbol errors: a marginal optical link shows many more symbol errors than bad packets (GUESS).
+    sym = np.where(rng.random((n, p, 1)) < 0.15, rng.integers(1, 500, (n, p, 1)), 0) + np.round(
+        np.cumsum(err_rate * dt * 20.0, axis=-1)
+    )
+    counters = [rx, tx, errs, disc, wait, downed, recov, sym]
     for node, t_reset in sp.ib_reset:  # port counters cleared by the fabric manager (GUESS)
         after = t[node] >= t_reset
         if after.any():
@@ -1120,7 +1126,7 @@ def _ib_series(job, site, st, rng, rows: _Rows, node_gone) -> None:
             for c_arr in counters:
                 c_arr[node, :, j:] -= c_arr[node, :, j - 1 : j] if j > 0 else 0
                 c_arr[node, :, j:] = np.maximum(c_arr[node, :, j:], 0)
-    values = dict(zip(IB_METRICS[:7], [np.floor(c) for c in counters], strict=True))
+    values = dict(zip(IB_METRICS[:8], [np.floor(c) for c in counters], strict=True))
     values |= {
         "node_infiniband_state_id": state,
         "node_infiniband_physical_state_id": phys,

@@ -196,3 +196,47 @@ def test_largest_job_is_bounded(corpus: list[Job]) -> None:
     raw = big.raw
     assert raw.get_column("node").n_unique() == 1024
     assert raw.estimated_size() < 3 * 2**30
+
+
+def _after(raw: pl.DataFrame, metric: str, t: datetime) -> pl.DataFrame:
+    return raw.filter((pl.col("metric") == metric) & (pl.col("time") >= t))
+
+
+def _growth(raw: pl.DataFrame, metric: str, t: datetime) -> pl.DataFrame:
+    """Per node: largest increase of any device's counter from time t on."""
+    return (
+        _after(raw, metric, t)
+        .group_by(["node", "device"])
+        .agg((pl.col("value").max() - pl.col("value").min()).alias("g"))
+        .group_by("node")
+        .agg(pl.col("g").max())
+    )
+
+
+def test_each_degradation_shows_locally(sample: dict[str, tuple[Job, pl.DataFrame]]) -> None:
+    """The planted signature is on the culprit and on no other node (fair, SRE-visible)."""
+    for kind, metric, how in [
+        ("thermal_slowdown", "DCGM_FI_DEV_GPU_TEMP", "max"),
+        ("power_brake", "DCGM_FI_DEV_SM_CLOCK", "median"),
+        ("pcie_downgrade", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "growth"),
+        ("aoc_flapping", "node_infiniband_link_downed_total", "growth"),
+        ("nic_dropout", "node_infiniband_state_id", "min"),
+        ("host_mem_pressure", "node_memory_MemAvailable_bytes", "min"),
+        ("gpu_hang", "DCGM_FI_DEV_POWER_USAGE", "max"),
+    ]:
+        job, raw = sample[kind]
+        ((node, onset),) = job.culprits.items()
+        t = onset + timedelta(minutes=6)
+        if how == "growth":
+            per = _growth(raw, metric, t)
+        else:
+            agg = {"max": pl.col("value").max(), "min": pl.col("value").min()}.get(
+                how, pl.col("value").median()
+            )
+            per = _after(raw, metric, t).group_by("node").agg(agg.alias("g"))
+        mine = per.filter(pl.col("node") == node).get_column("g").item()
+        others = per.filter(pl.col("node") != node).get_column("g")
+        if how in ("min", "median"):
+            assert mine < 0.75 * others.min(), kind
+        else:
+            assert mine > 1.5 * max(others.max(), 1.0), kind
