@@ -6,7 +6,8 @@ per exporter metric, per device, raw (counters are monotonic totals since boot, 
 
 API: ``jobs(seed) -> list[Job]``; ``Job.raw`` builds the long table on demand (not cached, so a
 loop over all jobs keeps one job in memory); ``aggregate(raw, agg_for)`` reduces devices per node;
-``table(jobs)`` lists the labels. Row order inside ``raw`` is unspecified.
+``table(jobs)`` lists the labels. Rows of ``raw`` come series by series (metric, node, device), each
+series in time order, as a ``query_range`` result would; no order across series is promised.
 
 Sources (links and details in tests/fixtures/metrics_v3/README.md)
 - Series names and types: NVIDIA dcgm-exporter ``etc/default-counters.csv`` at commit d5e5f510

@@ -107,6 +107,10 @@ def test_schema(sample: dict[str, tuple[Job, pl.DataFrame]]) -> None:
         assert raw.get_column("time").max() <= job.end
         assert raw.get_column("value").is_finite().all()
         assert raw.select(["time", "node", "metric", "device"]).is_duplicated().sum() == 0
+        ordered = raw.group_by(["metric", "node", "device"], maintain_order=True).agg(
+            (pl.col("time").diff().drop_nulls() > timedelta(0)).all().alias("up")
+        )
+        assert ordered.get_column("up").all()
         devs = raw.group_by("metric").agg(pl.col("device").unique())
         for metric, dev in devs.iter_rows():
             if metric in gpu_m:
