@@ -1,0 +1,133 @@
+"""The scorer for the blind corpora (v2, v3): each job's raw per-device series as Prometheus holds
+them are reduced per node the way ``minder --prometheus`` would fetch them, and the detectors run
+with their shipped defaults.  Nothing here is tuned; it only reads a corpus and counts.
+
+Per node: the catalog's metrics, each aggregated over its devices by the catalog's function (the
+corpus's own ``aggregate``, a PromQL ``agg by (instance)`` over raw totals for counters); a
+derived metric (the lowest per-port or per-GPU rate) computed from its exporter series as its
+PromQL does.
+
+Scoring: a culprit flagged at or after its onset is a true positive (one per culprit; a job may
+have two); any other node flagged, or a culprit flagged before its onset, is a false positive.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from aegis_slurm.metrics.align import align
+from aegis_slurm.metrics.catalog import DEFAULT_METRICS, spec_for
+from aegis_slurm.metrics.detect import Params, detect, lambda_2delta, zscore_baseline
+from aegis_slurm.metrics.evaluate import Score
+from aegis_slurm.metrics.priority import default_priority
+
+DETECTORS = {
+    "minder": lambda a, pri: detect(a, pri, Params()),
+    "lambda2delta": lambda a, pri: lambda_2delta(a, pri),
+    "zscore": lambda a, pri: zscore_baseline(a, pri),
+}
+
+Aggregate = Callable[[pl.DataFrame, Callable[[str], str]], pl.DataFrame]
+
+
+@dataclass
+class Tally(Score):
+    """The scorer's counts plus how many healthy jobs raised any alarm."""
+
+    fp_jobs: int = 0
+    healthy_jobs: int = 0
+
+    def summary(self) -> str:
+        return (
+            f"{self.line()}; healthy jobs with a false alarm {self.fp_jobs}/{self.healthy_jobs}"
+            f"; missed {dict(Counter(self.misses))}; false {dict(Counter(self.false))}"
+        )
+
+
+def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
+    """The job's table as ``minder --prometheus`` would read it (module docstring)."""
+    raw = job.raw
+    plain = [m.name for m in DEFAULT_METRICS if m.derived is None]
+    frames = [aggregate(raw.filter(pl.col("metric").is_in(plain)), lambda m: spec_for(m).agg)]
+    for spec in DEFAULT_METRICS:
+        if spec.derived is None:
+            continue
+        source, expr = spec.derived
+        if not expr.startswith("rate("):  # a new derived shape needs its PromQL modelled here
+            raise NotImplementedError(f"{spec.name}: {expr}")
+        interval = job.dcgm_interval if spec.source == "dcgm" else job.node_interval
+        # query_expr's range: at least four scrapes and at least a minute
+        window = max(60.0, 4 * float(interval))
+        series = raw.filter(pl.col("metric") == source)
+        frames.append(
+            per_device_rate(series, window, spec.agg).with_columns(metric=pl.lit(spec.name))
+        )
+    cols = [pl.col("time"), pl.col("node", "metric").cast(pl.String), pl.col("value")]
+    return pl.concat([f.select(cols) for f in frames])
+
+
+def per_device_rate(series: pl.DataFrame, window: float, agg: str) -> pl.DataFrame:
+    """``agg by (node) (rate(series[window]))`` evaluated at each scrape: each device's counter
+    increase (a decrease is a reset) over the samples of the last ``window`` seconds, divided by
+    their time span; no value until a device has two samples in the window."""
+    series = series.with_columns(pl.col("node", "device").cast(pl.String))
+    s = series.sort("node", "device", "time").with_columns(
+        d=pl.col("value").diff().over("node", "device")
+    )
+    s = s.with_columns(
+        inc=pl.when(pl.col("d") < 0).then(pl.col("value")).otherwise(pl.col("d")).fill_null(0.0)
+    ).with_columns(c=pl.col("inc").cum_sum().over("node", "device"))
+    starts = s.select(
+        "node",
+        "device",
+        (pl.col("time") + pl.duration(seconds=window)).alias("t_end"),
+        pl.col("time").alias("t0"),
+        pl.col("c").alias("c0"),
+    ).sort("t_end")
+    joined = s.sort("time").join_asof(
+        starts,
+        left_on="time",
+        right_on="t_end",
+        by=["node", "device"],
+        strategy="forward",
+        check_sortedness=False,  # both sorted by their key above; the groups cannot be checked
+    )
+    span = (pl.col("time") - pl.col("t0")).dt.total_seconds(fractional=True)
+    rated = joined.filter(pl.col("t0") < pl.col("time")).with_columns(
+        value=(pl.col("c") - pl.col("c0")) / span
+    )
+    return rated.group_by("node", "time").agg(getattr(pl.col("value"), agg)())
+
+
+def evaluate(jobs: Iterable[Any], aggregate: Aggregate) -> dict[str, Tally]:
+    """Every detector over every job; counts per detector."""
+    pri = default_priority()
+    out = {name: Tally() for name in DETECTORS}
+    for job in jobs:
+        aligned = align(per_node_table(job, aggregate), nodes=list(job.nodes))
+        onsets = {node: t.timestamp() for node, t in job.culprits.items()}
+        for name, run in DETECTORS.items():
+            t = out[name]
+            found: set[str] = set()
+            false = 0
+            for f in run(aligned, pri).faulty:
+                onset = onsets.get(f.node)
+                if onset is not None and f.first_detected >= onset and f.node not in found:
+                    found.add(f.node)
+                    t.delays.append(f.first_detected - onset)
+                else:
+                    false += 1
+                    t.false.append(f"{job.kind}:{f.metric}")
+            t.tp += len(found)
+            t.fn += len(onsets) - len(found)
+            t.misses += [job.kind] * (len(onsets) - len(found))
+            t.fp += false
+            if not onsets:
+                t.healthy_jobs += 1
+                t.fp_jobs += false > 0
+    return out
