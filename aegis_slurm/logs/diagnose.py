@@ -435,7 +435,9 @@ def _temporal(
         verdict.iteration = int(hung_its.max()) if hung_its.len() else None
         return
     else:
-        verdict.stage = temporal.stage_of(texts_before, lead["text"], seen_iteration)
+        verdict.stage = temporal.stage_of(
+            texts_before, lead["text"], seen_iteration, [ln["text"] for ln in verdict.lines]
+        )
     if seen_iteration:
         verdict.iteration = int(its[-1])
         # DTW over windows of iterations: an earlier anomalous iteration (slow-down, errors

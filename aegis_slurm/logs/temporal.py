@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,16 +17,46 @@ _TEARDOWN = re.compile(
     r"(?i)training (?:is )?(?:done|finished|complete)|after training|destroy_process_group|"
     r"exiting|shutting down"
 )
+#: PyTorch's NCCL watchdog names the collective that timed out or failed:
+#: ``WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, ...)``
+_NCCL_WORK = re.compile(r"WorkNCCL\(SeqNum=\d+, OpType=(\w+)")
+#: collectives of a training step: gradient all-reduce (DDP), reduce-scatter (FSDP/ZeRO),
+#: all-to-all (expert parallelism); a job at set-up issues none of them on its data
+_STEP_OPS = frozenset(
+    {"ALLREDUCE", "REDUCE_SCATTER", "_REDUCE_SCATTER_BASE", "ALLTOALL", "ALLTOALL_BASE"}
+)
+#: collectives of set-up: DDP's parameter broadcast from rank 0 and barriers (ALLGATHER is
+#: both: FSDP gathers parameters every step, so it says nothing alone)
+_SETUP_OPS = frozenset({"BROADCAST", "BARRIER"})
 #: window of iterations compared by DTW (L4 uses 10)
 WINDOW = 10
 SIGMAS = 3.0
 NOISE_RATIO = 5.0
 
 
-def stage_of(texts_before: list[str], indicating_text: str, seen_iteration: bool) -> str:
+def nccl_stage(texts: Sequence[str]) -> str | None:
+    """The stage the failed NCCL collective named in ``texts`` belongs to, or None: a step's
+    collective (all-reduce, reduce-scatter, all-to-all) is "iteration", a broadcast or
+    barrier "init" (PyTorch semantics, see ``_STEP_OPS``)."""
+    ops = {m.group(1) for t in texts for m in _NCCL_WORK.finditer(t)}
+    if ops & _STEP_OPS:
+        return "iteration"
+    if ops & _SETUP_OPS:
+        return "init"
+    return None
+
+
+def stage_of(
+    texts_before: list[str],
+    indicating_text: str,
+    seen_iteration: bool,
+    failure_texts: Sequence[str] = (),
+) -> str:
     """Stage of the first failure-indicating line, from what the node logged before it.
 
-    ``texts_before`` are the node's preceding lines (most recent last, a bounded tail is enough).
+    ``texts_before`` are the node's preceding lines (most recent last, a bounded tail is enough);
+    ``failure_texts`` the job's failure-indicating lines (a NCCL watchdog line names the
+    collective that failed, which tells a step from set-up when no iteration was logged).
     """
     # the node's last activity before the failure, or the failure's own text, is a save
     recent = [*texts_before[-1:], indicating_text]
@@ -35,6 +66,9 @@ def stage_of(texts_before: list[str], indicating_text: str, seen_iteration: bool
         return "teardown"
     if seen_iteration:
         return "iteration"
+    by_collective = nccl_stage([indicating_text, *failure_texts])
+    if by_collective is not None:
+        return by_collective
     if any(_INIT.search(t) for t in texts_before):
         return "init"
     return "launch"

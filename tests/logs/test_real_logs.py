@@ -34,3 +34,26 @@ def test_heldout_real_logs_stay_at_or_above_their_first_run() -> None:
     acc, rec, scored, total = figures(results)
     assert total == 5 and scored == 3
     assert acc >= 0.66 and rec >= 0.86 and any_key_rate(results) >= 1.0
+
+
+def test_the_failed_collective_names_the_stage_when_no_iteration_was_logged() -> None:
+    """PyTorch's watchdog line names the collective: DDP's parameter broadcast at set-up
+    (pytorch-lightning#20434, SeqNum=1 BROADCAST) is init, a gradient all-reduce
+    (LlamaFactory#7396, SeqNum=1580) a training step.  Both pieces log no iteration line, and
+    both were "launch" before.  Stage over the 10 labelled real pieces: 0 -> 5 right; the
+    held-out set (no watchdog line with a step or set-up collective) stays 0 of 3."""
+    from aegis_slurm.logs import diagnose_logs
+
+    from .real_eval import LAYOUT, REAL
+
+    stage = {
+        name: diagnose_logs([REAL / name], layout=LAYOUT).stage
+        for name in (
+            "lightning20434-broadcast-timeout.log",
+            "llamafactory7396-allreduce-timeout.log",
+        )
+    }
+    assert stage == {
+        "lightning20434-broadcast-timeout.log": "init",
+        "llamafactory7396-allreduce-timeout.log": "iteration",
+    }
