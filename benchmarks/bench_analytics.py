@@ -82,19 +82,47 @@ print(json.dumps({"wall_s": wall, "peak_rss_gb": rss, "exit": code}))
 """
 
 
-def run_measured(args: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, own peak RSS GB, exit code) of one command in a fresh process."""
+#: A child above this RSS is killed (the machine is shared; the old period-less path peaked at
+#: ~24 GB on the 20M store).  Its row then reads "killed".
+RSS_LIMIT_GB = 10.0
+
+
+def _rss_gb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS")) / 2**20
+    except (OSError, StopIteration):
+        return 0.0
+
+
+def run_measured(args: list[str], limit_gb: float = RSS_LIMIT_GB) -> tuple[float, float, int]:
+    """(wall seconds, own peak RSS GB, exit code) of one command in a fresh process, killed
+    (exit "killed", NaN figures) as soon as its RSS passes ``limit_gb``."""
     import json
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, check=False
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    if out.returncode != 0 or not out.stdout.strip():
-        print(out.stderr[-2000:])
-        return math.nan, math.nan, out.returncode
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    killed = False
+    while proc.poll() is None:
+        if _rss_gb(proc.pid) > limit_gb:
+            proc.kill()
+            killed = True
+            break
+        time.sleep(0.1)
+    stdout, stderr = proc.communicate()
+    if killed:
+        print(f"  killed: RSS above {limit_gb:g} GB")
+        return math.nan, math.nan, -9
+    if proc.returncode != 0 or not stdout.strip():
+        print(stderr[-2000:])
+        return math.nan, math.nan, proc.returncode
+    res = json.loads(stdout.strip().splitlines()[-1])
     return res["wall_s"], res["peak_rss_gb"], res["exit"]
 
 

@@ -591,14 +591,24 @@ def _load_all(store: Path, files: list[Path], columns: list[str]) -> pl.DataFram
     """The whole store (the ``columns`` of every run)."""
     if not _checked(store, files):
         return empty_runs().select(columns)
-    # One read of the columns with what the key, de-duplication and run_index need (a second
-    # read of the keys alone held both in memory at once).
-    runs = pl.scan_parquet(files).select(_stored(columns, *KEY, "start_time", "ended", _INGESTED))
-    runs = runs.collect()
-    if _repeats_key(runs):  # an ingest stopped before compacting
-        runs = _deduplicate(runs.lazy()).collect()
+    # One read of the columns with what the key, de-duplication and run_index need, month
+    # partition by partition: a key repeats only inside its partition (its Submit month), and
+    # decoding one month at a time keeps the reader's buffers to a month's.
+    read = _stored(columns, *KEY, "start_time")
+    frames = []
+    for folder in sorted({p.parent for p in files}):  # file order: files are sorted
+        month = pl.scan_parquet(_parts_of(folder, files)).select(_stored(read, "ended", _INGESTED))
+        frame = month.collect()
+        if _repeats_key(frame):  # an ingest stopped before compacting
+            frame = _deduplicate(frame.lazy()).collect()
+        frames.append(frame.select(read))
+    runs = pl.concat(frames, how="vertical", rechunk=False)
     runs = runs.with_columns(_chunked_like(_run_index(runs), runs))
     return _as_table(runs, columns)
+
+
+def _parts_of(folder: Path, files: list[Path]) -> list[Path]:
+    return [p for p in files if p.parent == folder]
 
 
 def _repeats_key(runs: pl.DataFrame) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.analytics.common import gpu_bucket, gpu_hours, seq_within
+from aegis_slurm.analytics.common import gpu_bucket, gpu_hours, seq_within, with_aligned
 from aegis_slurm.analytics.ettr import ettr_finite
 
 DEFAULT_LINK_GAP = timedelta(hours=6)
@@ -75,7 +75,7 @@ def link_job_runs(runs: pl.DataFrame, gap: timedelta = DEFAULT_LINK_GAP) -> pl.D
         )
         .sort("_i")
     )
-    return runs.with_columns(keyed.select("run_key", "run_seq", "link_method"))
+    return with_aligned(runs, keyed.select("run_key", "run_seq", "link_method"))
 
 
 def measured_ettr(

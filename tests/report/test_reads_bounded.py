@@ -59,9 +59,16 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     real = store_mod._load_runs
 
-    def spy(store: Path, files: list[Path], start: Any, end: Any, where: Any = None) -> Any:
-        seen.append({"start": start, "end": end, "where": where})
-        return real(store, files, start, end, where)
+    def spy(
+        store: Path,
+        files: list[Path],
+        start: Any,
+        end: Any,
+        where: Any = None,
+        columns: Any = None,
+    ) -> Any:
+        seen.append({"start": start, "end": end, "where": where, "columns": columns})
+        return real(store, files, start, end, where, columns)
 
     monkeypatch.setattr(store_mod, "_load_runs", spy)
     return seen
