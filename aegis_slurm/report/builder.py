@@ -153,6 +153,9 @@ def build_report(
     from aegis_slurm.report.compute import COLUMNS
 
     inp = load_inputs(store, events_paths, sig_paths, m.period, settings, first.start, COLUMNS)
+    if inp.runs.height == 0:
+        # An empty month (a failed ingest, a typo in --month) must not publish a clean page.
+        raise NoDataError(f"no run ended in {m}: no report written ({store})")
     raw = compute_report(inp, m)
     raw["inputs"] = {
         "store": str(store),

@@ -101,6 +101,8 @@ def test_a_command_with_a_month_reads_only_the_month_and_its_context(store, read
         assert r["start"] is not None and r["end"] is not None, r
         assert r["start"] >= MONTH_START - timedelta(days=35), r
         assert r["end"] <= MONTH_END + timedelta(days=35), r
+        # Projected: the columns its sections declare, never the export's free text.
+        assert r["columns"] is not None and "work_dir" not in r["columns"], r
 
 
 @pytest.mark.parametrize("month", [MONTH, None])
@@ -111,6 +113,7 @@ def test_the_report_reads_its_month_and_the_trend_year_only(store, reads, tmp_pa
     year_before = datetime(2026, 7, 1, tzinfo=UTC) if month else datetime(2027, 12, 1, tzinfo=UTC)
     for r in reads:
         assert r["start"] is not None and r["start"] >= year_before - timedelta(days=35), r
+        assert r["columns"] is not None and "work_dir" not in r["columns"], r
 
 
 def test_diagnose_reads_one_job(store, reads):
