@@ -45,7 +45,8 @@ def store_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "--month",
             default=None,
             metavar="YYYY-MM",
-            help="Analyse the runs that ended in this UTC month (not with --start/--end).",
+            help="Analyse the runs that ended in this UTC month (not with --start/--end).  "
+            "A period (or store) in which no run ended is exit 4.",
         ),
         click.option(
             "--start",
