@@ -7,8 +7,10 @@ only; nothing here asserts on wall-clock time.
     .venv/bin/python benchmarks/bench_analytics.py [--records 4000000] [--ingest]
 
 ``--commands`` times every analytics command and ``report`` as the CLI runs them, one fresh
-process each, on a cached store of ``--records`` records with ``--month`` (issue 13 target: a
-20M-record store, each <= 60 s and <= 8 GB peak RSS).  ``--tiled`` builds that store by tiling
+process each, on a cached store of ``--records`` records, with ``--month`` and then with no
+period at all (the whole history; ``--no-whole`` skips those), each under a watchdog that kills
+it above ``--rss-limit`` GB (issue 13 target: a 20M-record store, each <= 60 s and <= 8 GB peak
+RSS).  ``--tiled`` builds that store by tiling
 a 90-day simulation over five years (``tiled_store.py``), as one simulation cannot hold it:
 
     .venv/bin/python benchmarks/bench_analytics.py --commands --tiled --records 20000000 \
@@ -82,23 +84,59 @@ print(json.dumps({"wall_s": wall, "peak_rss_gb": rss, "exit": code}))
 """
 
 
-def run_measured(args: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, own peak RSS GB, exit code) of one command in a fresh process."""
+#: A child above this RSS is killed (the machine is shared; the old period-less path peaked at
+#: ~24 GB on the 20M store).  Its row then reads "killed".
+RSS_LIMIT_GB = 10.0
+
+
+def _rss_gb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS")) / 2**20
+    except (OSError, StopIteration):
+        return 0.0
+
+
+def run_measured(args: list[str], limit_gb: float = RSS_LIMIT_GB) -> tuple[float, float, int]:
+    """(wall seconds, own peak RSS GB, exit code) of one command in a fresh process, killed
+    (exit "killed", NaN figures) as soon as its RSS passes ``limit_gb``."""
     import json
     import subprocess
     import sys
 
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args], capture_output=True, text=True, check=False
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    if out.returncode != 0 or not out.stdout.strip():
-        print(out.stderr[-2000:])
-        return math.nan, math.nan, out.returncode
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    killed = False
+    while proc.poll() is None:
+        if _rss_gb(proc.pid) > limit_gb:
+            proc.kill()
+            killed = True
+            break
+        time.sleep(0.1)
+    stdout, stderr = proc.communicate()
+    if killed:
+        print(f"  killed: RSS above {limit_gb:g} GB")
+        return math.nan, math.nan, -9
+    if proc.returncode != 0 or not stdout.strip():
+        print(stderr[-2000:])
+        return math.nan, math.nan, proc.returncode
+    res = json.loads(stdout.strip().splitlines()[-1])
     return res["wall_s"], res["peak_rss_gb"], res["exit"]
 
 
-def bench_commands(records: int, nodes: int, month: str, fresh: bool, tiled: bool) -> None:
+def bench_commands(
+    records: int,
+    nodes: int,
+    month: str,
+    fresh: bool,
+    tiled: bool,
+    whole: bool = True,
+    limit_gb: float = RSS_LIMIT_GB,
+) -> None:
     import os
 
     if tiled:  # years of history without the simulator's memory (benchmarks/tiled_store.py)
@@ -139,14 +177,26 @@ def bench_commands(records: int, nodes: int, month: str, fresh: bool, tiled: boo
         runs.append(["report", "--out", str(Path(d) / "r"), *common, "--month", month, "--json"])
         runs.append(["report", "--out", str(Path(d) / "latest"), *common, "--json"])
         runs.append(["diagnose", str(job), "--store", str(store), "--json"])
+        if whole:
+            # --start/--end over the month's calendar year (a quarter of the 20M store), then
+            # no period: the whole history (check has none: it defaults to the last 30 days).
+            year = int(month[:4])
+            span = ["--start", f"{year}-01-01", "--end", f"{year + 1}-01-01"]
+            runs += [[*cmd, *common, *span, "--json"] for cmd in COMMANDS if cmd[0] != "check"]
+            runs += [[*cmd, *common, "--json"] for cmd in COMMANDS if cmd[0] != "check"]
         for argv in runs:
-            wall, gb, rc = run_measured(argv)
-            worst_t, worst_m = max(worst_t, wall), max(worst_m, gb)
+            wall, gb, rc = run_measured(argv, limit_gb)
+            if math.isnan(wall):
+                worst_t = worst_m = math.inf
+            else:
+                worst_t, worst_m = max(worst_t, wall), max(worst_m, gb)
             load = os.getloadavg()[0]
-            latest = argv[0] == "report" and "--month" not in argv
-            label = argv[0] + (" (latest)" if latest else "")
-            print(f"  {label:<17} {wall:7.2f} s  {gb:6.2f} GB peak RSS  exit {rc}  load {load:.1f}")
-    print(f"  {'WORST':<16} {worst_t:7.2f} s  {worst_m:6.2f} GB   (target <= 60 s, <= 8 GB)")
+            period = "--month" in argv or argv[0] == "diagnose"
+            latest = argv[0] == "report" and not period
+            kind = " (year)" if "--start" in argv else "" if period else " (whole)"
+            label = argv[0] + (" (latest)" if latest else kind)
+            print(f"  {label:<22} {wall:7.2f} s  {gb:6.2f} GB peak RSS  exit {rc}  load {load:.1f}")
+    print(f"  {'WORST':<22} {worst_t:7.2f} s  {worst_m:6.2f} GB   (target <= 60 s, <= 8 GB)")
 
 
 def main() -> None:
@@ -158,9 +208,19 @@ def main() -> None:
     ap.add_argument("--month", default="2024-06", help="--month for --commands")
     ap.add_argument("--fresh", action="store_true", help="rebuild the cached store")
     ap.add_argument("--tiled", action="store_true", help="--commands on a tiled_store.py store")
+    ap.add_argument("--no-whole", action="store_true", help="--commands: skip the no-period runs")
+    ap.add_argument("--rss-limit", type=float, default=RSS_LIMIT_GB, help="kill a command above")
     args = ap.parse_args()
     if args.commands:
-        bench_commands(args.records, args.nodes, args.month, args.fresh, args.tiled)
+        bench_commands(
+            args.records,
+            args.nodes,
+            args.month,
+            args.fresh,
+            args.tiled,
+            not args.no_whole,
+            args.rss_limit,
+        )
         return
     days = args.records / 1.33 / (2.0 * args.nodes)  # ~1.33 records per job, 2 jobs/node-day
     cfg = SimConfig(nodes=args.nodes, days=days, seed=1, crash_loops=5, lemons=8)

@@ -416,9 +416,14 @@ def load_runs(
     start: datetime | None = None,
     end: datetime | None = None,
     where: pl.Expr | None = None,
+    columns: Iterable[str] | None = None,
 ) -> pl.DataFrame:
     """The job-run table (``RUN_SCHEMA``), optionally limited to runs ending in [start, end)
     and to the rows ``where`` keeps (an expression over the stored columns).
+
+    ``columns`` (a subset of ``RUN_SCHEMA``, any order) is the projection: only those columns
+    are returned, in schema order, and only they plus what the key, de-duplication, the window
+    and ``run_index`` need are read from the Parquet parts.  None: every column.
 
     ``run_index`` numbers the runs of each job in Submit order across the whole store.  With a
     window or ``where`` only the matching rows are read (the predicate is pushed down into the
@@ -429,7 +434,7 @@ def load_runs(
     for _attempt in range(5):
         files = sorted((store / "runs").glob("month=*/part-*.parquet"))
         try:
-            return _load_runs(store, files, start, end, where)
+            return _load_runs(store, files, start, end, where, _projection(columns))
         except (OSError, pl.exceptions.PolarsError) as exc:
             if all(path.exists() for path in files):
                 raise _damaged(store, files, exc) from exc
@@ -549,40 +554,73 @@ def _checked(store: Path, files: list[Path]) -> bool:
     return bool(files)
 
 
+def _projection(columns: Iterable[str] | None) -> list[str]:
+    """The requested columns in ``RUN_SCHEMA`` order (all of them for None)."""
+    if columns is None:
+        return list(RUN_SCHEMA)
+    wanted = set(columns)
+    unknown = sorted(wanted - set(RUN_SCHEMA))
+    if unknown:
+        raise ValueError(f"not job-run columns: {', '.join(unknown)}")
+    return [name for name in RUN_SCHEMA if name in wanted]
+
+
+def _stored(columns: list[str], *extra: str) -> list[str]:
+    """Stored columns to read for ``columns`` plus ``extra`` (run_index is computed, never
+    read), in storage order."""
+    wanted = {*columns, *extra}
+    return [name for name in _STORED_SCHEMA if name in wanted]
+
+
 def _load_runs(
     store: Path,
     files: list[Path],
     start: datetime | None,
     end: datetime | None,
     where: pl.Expr | None = None,
+    columns: list[str] | None = None,
 ) -> pl.DataFrame:
     """The rows of ``files`` (one listing of the store) that ``load_runs`` returns."""
+    columns = list(RUN_SCHEMA) if columns is None else columns
     if start is None and end is None and where is None:
-        return _load_all(store, files)
-    return _load_some(store, files, _window(start, end, where))
+        return _load_all(store, files, columns)
+    return _load_some(store, files, _window(start, end, where), columns)
 
 
-def _load_all(store: Path, files: list[Path]) -> pl.DataFrame:
-    """The whole store (every column of every run)."""
+def _load_all(store: Path, files: list[Path], columns: list[str]) -> pl.DataFrame:
+    """The whole store (the ``columns`` of every run)."""
     if not _checked(store, files):
-        return empty_runs()
-    scan = pl.scan_parquet(files)
-    keys = scan.select(*KEY, "start_time", "ended", _INGESTED).collect()
-    if keys.select(KEY).n_unique() != keys.height:  # an ingest stopped before compacting
-        keys = _deduplicate(keys.lazy()).collect()
-        scan = _deduplicate(scan)
-    keys = keys.with_columns(_run_index(keys))
-    runs = scan.drop("run_index", _INGESTED, strict=False).collect()
-    # Both reads keep file order, so run_index lines up row for row; a join (the fallback,
-    # should that ever not hold) would copy every column of a multi-million-row table.
-    if runs.select(KEY).equals(keys.select(KEY)):
-        runs = runs.with_columns(_chunked_like(keys.get_column("run_index"), runs))
-    else:
-        runs = _with_run_index(runs, keys)
-    return _as_table(runs)
+        return empty_runs().select(columns)
+    # One read of the columns with what the key, de-duplication and run_index need, month
+    # partition by partition: a key repeats only inside its partition (its Submit month), and
+    # decoding one month at a time keeps the reader's buffers to a month's.
+    read = _stored(columns, *KEY, "start_time")
+    frames = []
+    for folder in sorted({p.parent for p in files}):  # file order: files are sorted
+        month = pl.scan_parquet(_parts_of(folder, files)).select(_stored(read, "ended", _INGESTED))
+        frame = month.collect()
+        if _repeats_key(frame):  # an ingest stopped before compacting
+            frame = _deduplicate(frame.lazy()).collect()
+        frames.append(frame.select(read))
+    runs = pl.concat(frames, how="vertical", rechunk=False)
+    runs = runs.with_columns(_chunked_like(_run_index(runs), runs))
+    return _as_table(runs, columns)
 
 
-def _load_some(store: Path, files: list[Path], keep: pl.Expr) -> pl.DataFrame:
+def _parts_of(folder: Path, files: list[Path]) -> list[Path]:
+    return [p for p in files if p.parent == folder]
+
+
+def _repeats_key(runs: pl.DataFrame) -> bool:
+    """Whether a key occurs twice.  Distinct 64-bit key hashes prove distinct keys, and hashing
+    costs a fraction of the memory of counting the (text) keys themselves; only when hashes
+    repeat are the keys compared."""
+    if runs.select(_key_hash().n_unique()).item() == runs.height:
+        return False
+    return bool(runs.select(KEY).n_unique() != runs.height)
+
+
+def _load_some(store: Path, files: list[Path], keep: pl.Expr, columns: list[str]) -> pl.DataFrame:
     """The rows ``keep`` selects, read month by month with the predicate pushed down.
 
     A month is read whole (then de-duplicated) only when it holds a repeated key -- an ingest
@@ -592,7 +630,10 @@ def _load_some(store: Path, files: list[Path], keep: pl.Expr) -> pl.DataFrame:
     store are read again, key columns only, and numbered over all their runs.
     """
     if not _checked(store, files):
-        return empty_runs()
+        return empty_runs().select(columns)
+    # The key and the job-hash ids are read with the columns (run_index needs them).
+    read = _stored(columns, *KEY, "array_job_id", "het_job_id", "job_id_raw")
+    read = _stored(read, "array_task_id", "het_job_offset")
     # The predicate sees text columns as the table has them ("" rather than the stored null).
     texts = [name for name in keep.meta.root_names() if name in _TEXT_COLUMNS]
     as_read = [pl.col(name).fill_null("") for name in dict.fromkeys(texts)]
@@ -613,11 +654,11 @@ def _load_some(store: Path, files: list[Path], keep: pl.Expr) -> pl.DataFrame:
         keys = month.select(_key_hash()).collect().to_series()
         if keys.n_unique() != keys.len():
             month = _deduplicate(month)
-        frames.append(month.with_columns(as_read).filter(keep).drop("run_index", strict=False))
+        frames.append(month.with_columns(as_read).filter(keep).select(read))
     if not frames:
-        return empty_runs()
+        return empty_runs().select(columns)
     runs = pl.concat(frames, how="vertical").collect()
-    return _as_table(_with_run_index(runs, _repeated_job_keys(files, runs)))
+    return _as_table(_with_run_index(runs, _repeated_job_keys(files, runs)), columns)
 
 
 def _job_hash() -> pl.Expr:
@@ -672,12 +713,16 @@ def _with_run_index(runs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
     return runs.with_columns(_chunked_like(index, runs))
 
 
-def _as_table(runs: pl.DataFrame) -> pl.DataFrame:
-    """Stored columns back to ``RUN_SCHEMA`` (text columns hold "" again)."""
-    stored_empty = [name for name in _TEXT_COLUMNS if runs.get_column(name).null_count()]
+def _as_table(runs: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFrame:
+    """Stored columns back to ``RUN_SCHEMA`` (text columns hold "" again), the ``columns`` of
+    it only (all for None)."""
+    columns = list(RUN_SCHEMA) if columns is None else columns
+    stored_empty = [
+        name for name in _TEXT_COLUMNS if name in columns and runs.get_column(name).null_count()
+    ]
     return (
-        runs.select(list(RUN_SCHEMA))
-        .cast(RUN_SCHEMA)  # type: ignore[arg-type]
+        runs.select(columns)
+        .cast({name: RUN_SCHEMA[name] for name in columns})  # type: ignore[arg-type]
         .with_columns(pl.col(stored_empty).fill_null(""))
     )
 
@@ -706,7 +751,10 @@ def _run_index(keys: pl.DataFrame) -> pl.Series:
     took seconds).
     """
     job = ["cluster", "job_id"]
-    repeated = keys.select(pl.struct(job).is_duplicated()).to_series()
+    # Rows whose job hash repeats: a superset of the jobs with several runs (a collision only
+    # numbers a lone run, which the running count below gives 0 all the same), found at a
+    # fraction of the memory of hashing the text key as a struct of strings.
+    repeated = keys.select(pl.struct(job).hash().is_duplicated()).to_series()
     index = pl.zeros(keys.height, dtype=pl.Int32, eager=True).alias("run_index")
     if not repeated.any():
         return index

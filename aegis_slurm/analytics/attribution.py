@@ -36,6 +36,7 @@ from datetime import timedelta
 import polars as pl
 
 from aegis_slurm.accounting.events import DEFAULT_EXCLUDE_REASONS, failure_events
+from aegis_slurm.analytics.common import chunked_like
 
 WINDOW_BEFORE = timedelta(minutes=10)
 WINDOW_AFTER = timedelta(minutes=5)
@@ -240,24 +241,27 @@ def attribute_failures(
         .unique("row_id", keep="first", maintain_order=True)
         .drop("_prio")
     )
-    out = runs.drop(
+    # The wide table is never joined or sorted (each would copy every column, node lists
+    # included, of a multi-million-run table): the four new columns are computed on a slim
+    # projection in the table's own row order and set beside the untouched columns.
+    base = runs.drop(
         [
             c
             for c in ("infra_failure", "attribution_source", "cause", "blamed_nodes")
             if c in runs.columns
         ]
-    ).join(evidence, on="row_id", how="left")
+    )
+    failed_node = (
+        pl.col("failed_node") if "failed_node" in base.columns else pl.lit("").alias("failed_node")
+    )
+    slim = base.select("row_id", "state", "nodes", failed_node).join(
+        evidence, on="row_id", how="left", maintain_order="left"
+    )
     is_nf = pl.col("state") == "NODE_FAIL"
     is_cand = pl.col("state").is_in(CANDIDATE_STATES)
     single_node = pl.col("nodes").list.len() == 1
-    if "failed_node" not in out.columns:
-        out = out.with_columns(pl.lit("").alias("failed_node"))
     has_failed_node = pl.col("failed_node").fill_null("") != ""
-    return out.with_columns(
-        (is_nf | (is_cand & pl.col("attribution_source").is_not_null())).alias("infra_failure"),
-        pl.when(is_cand)
-        .then(pl.col("attribution_source").fill_null(pl.when(is_nf).then(pl.lit("node_fail"))))
-        .alias("attribution_source"),
+    new = slim.select(
         pl.when(is_cand)
         .then(pl.col("cause").fill_null(pl.when(is_nf).then(pl.lit("unattributed"))))
         .alias("cause"),
@@ -268,7 +272,14 @@ def attribute_failures(
         .then(pl.col("nodes"))
         .otherwise(pl.col("blamed_nodes"))
         .alias("blamed_nodes"),
-    ).sort("row_id")
+        pl.when(is_cand)
+        .then(pl.col("attribution_source").fill_null(pl.when(is_nf).then(pl.lit("node_fail"))))
+        .alias("attribution_source"),
+        *([] if "failed_node" in base.columns else [pl.col("failed_node")]),
+        (is_nf | (is_cand & pl.col("attribution_source").is_not_null())).alias("infra_failure"),
+    )
+    out = base.hstack([chunked_like(c, base) for c in new.get_columns()])
+    return out if out.get_column("row_id").is_sorted() else out.sort("row_id")
 
 
 def attribution_summary(attributed: pl.DataFrame) -> dict[str, dict[str, int]]:

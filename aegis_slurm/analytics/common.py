@@ -48,6 +48,31 @@ def gpu_bucket(col: str = "gpus") -> pl.Expr:
     )
 
 
+def chunked_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
+    """``column`` (one value per row of ``frame``) cut into the chunks of ``frame``'s columns.
+
+    A table read from many Parquet parts is many chunks; a column set beside them in other
+    chunks makes polars rechunk (copy) the whole table on the next filter or select, which
+    for years of runs with node lists is gigabytes.
+    """
+    if not frame.width:
+        return column
+    lengths = [chunk.len() for chunk in frame.to_series(0).get_chunks()]
+    if len(lengths) <= 1:
+        return column
+    out, offset = [], 0
+    for length in lengths:
+        out.append(column.slice(offset, length))
+        offset += length
+    return pl.concat(out, rechunk=False)
+
+
+def with_aligned(frame: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with the columns of ``new`` (same rows) set beside or over its own, chunked
+    as ``frame`` is (see :func:`chunked_like`)."""
+    return frame.with_columns([chunked_like(s, frame) for s in new.get_columns()])
+
+
 def seq_within(group: str) -> pl.Expr:
     """0-based position within runs of equal ``group`` values in a frame *sorted* by ``group``.
 

@@ -19,13 +19,19 @@ DEFAULT_MIN_GPUS = 128
 
 
 def _population(attributed: pl.DataFrame, min_gpus: int) -> pl.DataFrame:
-    # Strictly more than min_gpus (the paper's "more than 128 GPUs"; spec §9 doubt 4).
-    return attributed.filter(
-        (pl.col("gpus") > min_gpus)
-        & pl.col("elapsed_s").is_not_null()
-        & pl.col("end_time").is_not_null()
-        & has_runtime()
-    ).with_columns(node_days().alias("_nd"))
+    # Strictly more than min_gpus (the paper's "more than 128 GPUs"; spec §9 doubt 4).  The
+    # columns used are taken before the filter, which would otherwise copy node lists.
+    cols = ["state", "gpus", "n_nodes", "elapsed_s", "end_time", "infra_failure", "cause"]
+    return (
+        attributed.select(*cols, "attribution_source")
+        .filter(
+            (pl.col("gpus") > min_gpus)
+            & pl.col("elapsed_s").is_not_null()
+            & pl.col("end_time").is_not_null()
+            & has_runtime()
+        )
+        .with_columns(node_days().alias("_nd"))
+    )
 
 
 def failure_rate(

@@ -86,7 +86,8 @@ def link_preemptions(
         "gap_s": pl.Float64(),
     }
     victims = (
-        runs.filter((pl.col("state") == "PREEMPTED") & pl.col("end_time").is_not_null())
+        runs.lazy()  # lazily, so only the selected columns are filtered
+        .filter((pl.col("state") == "PREEMPTED") & pl.col("end_time").is_not_null())
         .select(
             pl.col("row_id").alias("victim_row_id"),
             pl.col("job_id_raw").alias("_vjob"),
@@ -96,6 +97,7 @@ def link_preemptions(
         .explode("node")
         .drop_nulls("node")
         .sort("_t")
+        .collect()
     )
     pre = (
         restarts.select(

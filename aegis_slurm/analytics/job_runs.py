@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.analytics.common import gpu_bucket, gpu_hours, seq_within
+from aegis_slurm.analytics.common import gpu_bucket, gpu_hours, seq_within, with_aligned
 from aegis_slurm.analytics.ettr import ettr_finite
 
 DEFAULT_LINK_GAP = timedelta(hours=6)
@@ -75,7 +75,7 @@ def link_job_runs(runs: pl.DataFrame, gap: timedelta = DEFAULT_LINK_GAP) -> pl.D
         )
         .sort("_i")
     )
-    return runs.with_columns(keyed.select("run_key", "run_seq", "link_method"))
+    return with_aligned(runs, keyed.select("run_key", "run_seq", "link_method"))
 
 
 def measured_ettr(
@@ -98,7 +98,11 @@ def measured_ettr(
     ``expected_ettr`` is :func:`ettr.ettr_finite` with the run's nodes, the cluster ``rf``, its mean
     queue wait and its R.
     """
-    df = linked.filter(pl.col("start_time").is_not_null(), pl.col("elapsed_s").is_not_null())
+    # The columns used, then the filter and the sort (each would copy node lists otherwise).
+    cols = ["run_key", "run_seq", "state", "qos", "gpus", "n_nodes", "elapsed_s"]
+    df = linked.select(*cols, "start_time", "eligible_time").filter(
+        pl.col("start_time").is_not_null(), pl.col("elapsed_s").is_not_null()
+    )
     if qos is not None:
         df = df.filter(pl.col("qos") == qos)
     interrupted = (
@@ -169,7 +173,11 @@ def measured_ettr_summary(per_run: pl.DataFrame) -> list[dict[str, Any]]:
 def size_distribution(runs: pl.DataFrame) -> list[dict[str, Any]]:
     """Jobs (distinct JobIDRaw) and GPU-hours per power-of-two GPU bucket, with shares
     (HPCA'25 §IV Fig. 6: > 90 % of jobs ≤ one server but < 10 % of GPU time)."""
-    df = runs.filter(pl.col("gpus") >= 1).with_columns(gpu_bucket(), gpu_hours().alias("_gh"))
+    df = (
+        runs.select("gpus", "elapsed_s", "job_id_raw")
+        .filter(pl.col("gpus") >= 1)
+        .with_columns(gpu_bucket(), gpu_hours().alias("_gh"))
+    )
     out = (
         df.group_by("gpu_bucket")
         .agg(

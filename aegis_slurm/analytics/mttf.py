@@ -80,12 +80,16 @@ def mttf_by_size(
     interval of :func:`poisson_rate_interval`, and the theory line 1/(n̄_b·r_f) where n̄_b is the
     runtime-weighted mean node count of the bucket (spec §2.2).
     """
-    df = attributed.filter(
-        pl.col("gpus") >= 1,
-        pl.col("elapsed_s").is_not_null(),
-        pl.col("end_time").is_not_null(),
-        has_runtime(),
-    ).with_columns(gpu_bucket(), node_days().alias("_nd"))
+    df = (
+        attributed.select("gpus", "n_nodes", "elapsed_s", "end_time", "infra_failure")
+        .filter(
+            pl.col("gpus") >= 1,
+            pl.col("elapsed_s").is_not_null(),
+            pl.col("end_time").is_not_null(),
+            has_runtime(),
+        )
+        .with_columns(gpu_bucket(), node_days().alias("_nd"))
+    )
     agg = (
         df.group_by("gpu_bucket")
         .agg(

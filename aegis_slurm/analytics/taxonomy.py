@@ -41,9 +41,16 @@ def failure_taxonomy(attributed: pl.DataFrame) -> dict[str, Any]:
     (RUNNING/PENDING) are left out.
     """
     # Same population as r_f and MTTF: runs with an end time (see common.impute_end_time).
-    df = attributed.filter(
-        (pl.col("ended") | (pl.col("state") == "REQUEUED")) & pl.col("end_time").is_not_null()
-    ).with_columns(gpu_hours().alias("_gh"), _CATEGORY.alias("category"))
+    # The columns used, then the filter: filtering the whole table would copy node lists.
+    df = (
+        attributed.select(
+            "state", "ended", "end_time", "elapsed_s", "gpus", "infra_failure", "cause"
+        )
+        .filter(
+            (pl.col("ended") | (pl.col("state") == "REQUEUED")) & pl.col("end_time").is_not_null()
+        )
+        .with_columns(gpu_hours().alias("_gh"), _CATEGORY.alias("category"))
+    )
     infra = df.filter(pl.col("infra_failure"))
     return {
         "total_runs": df.height,
@@ -55,5 +62,7 @@ def failure_taxonomy(attributed: pl.DataFrame) -> dict[str, Any]:
         )
         if infra.height
         else [],
-        "attribution_sources": attribution_summary(attributed),
+        "attribution_sources": attribution_summary(
+            attributed.select("infra_failure", "attribution_source", "state")
+        ),
     }

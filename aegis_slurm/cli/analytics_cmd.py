@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import click
 
-from aegis_slurm.errors import InputError
-
-_DATE = click.DateTime(formats=["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"])
+from aegis_slurm.cli.store_options import load_period_inputs, store_options
 
 
 def _emit(result: dict[str, Any], as_json: bool, human: Callable[[dict[str, Any]], str]) -> None:
@@ -41,103 +37,6 @@ def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _store_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--store, evidence (--events, --signals), the period (--month or --start/--end), --config
-    and --json: every analytics command reads its inputs through the sections layer."""
-    opts = [
-        click.option(
-            "--store",
-            required=True,
-            type=click.Path(exists=True, file_okay=False, path_type=Path),
-            help="Store directory written by `aegis-slurm ingest`.",
-        ),
-        click.option(
-            "--events",
-            "events_paths",
-            multiple=True,
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="`sacctmgr show event -P` export(s) with header, for attribution (repeatable).",
-        ),
-        click.option(
-            "--signals",
-            "signals_paths",
-            multiple=True,
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="Node-signal table (Parquet/CSV: node, time, signal, critical) or a store's "
-            "signals/records.parquet (repeatable).  Collected Epilog records of --store are "
-            "always used.",
-        ),
-        click.option(
-            "--month",
-            default=None,
-            metavar="YYYY-MM",
-            help="Analyse the runs that ended in this UTC month (not with --start/--end).",
-        ),
-        click.option(
-            "--start",
-            type=_DATE,
-            default=None,
-            help="Analyse runs that ended at or after this UTC date/time.",
-        ),
-        click.option(
-            "--end",
-            type=_DATE,
-            default=None,
-            help="Analyse runs that ended before this UTC date/time.",
-        ),
-        click.option(
-            "--config",
-            "config_path",
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            default=None,
-            help="Site config (TOML, [analytics] table); default /etc/aegis-slurm/aegis.toml "
-            "when it exists.",
-        ),
-        click.option("--json", "as_json", is_flag=True, help="Print one JSON object."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def period_of(month: str | None, start: datetime | None, end: datetime | None) -> Any:
-    """The sections' Period for --month or --start/--end (naive times are UTC)."""
-    from aegis_slurm.sections import Month, Period
-
-    if month and (start or end):
-        raise click.UsageError("give --month or --start/--end, not both")
-    if month:
-        try:
-            return Month.parse(month).period
-        except (ValueError, InputError) as exc:
-            raise click.BadParameter(str(exc), param_hint="--month") from exc
-    s = start.replace(tzinfo=UTC) if start and start.tzinfo is None else start
-    e = end.replace(tzinfo=UTC) if end and end.tzinfo is None else end
-    if s and e and s >= e:
-        raise click.BadParameter("--start must be before --end", param_hint="--start")
-    return Period(s, e)
-
-
-def _inputs(
-    store: Path,
-    events_paths: tuple[Path, ...],
-    signals_paths: tuple[Path, ...],
-    month: str | None = None,
-    start: datetime | None = None,
-    end: datetime | None = None,
-    config_path: Path | None = None,
-) -> Any:
-    from aegis_slurm.sections import load_inputs, load_settings
-
-    return load_inputs(
-        store,
-        events_paths,
-        signals_paths,
-        period_of(month, start, end),
-        load_settings(config_path),
-    )
-
-
 def _by_option(f: Callable[..., Any]) -> Callable[..., Any]:
     return click.option(
         "--by",
@@ -153,9 +52,11 @@ def _run_section(
 ) -> dict[str, Any]:
     """The section over the period, or per group with --by (same function either way)."""
     from aegis_slurm.sections import compute
+    from aegis_slurm.sections.inputs import columns_for
 
     by = kw.pop("by", None)
-    inp = _src(kw)
+    extra = () if by is None else (compute.BY_COLUMNS[by],)
+    inp = _src(kw, columns_for(section, extra=extra))
     if by is None:
         return section(inp, *args)
     return compute.by_group(inp, by, lambda sub: section(sub, *args))
@@ -173,9 +74,10 @@ def _emit_grouped(
         click.echo(f"== {res['by']} {g['group']} ==\n{human(g)}\n")
 
 
-def _src(kw: dict[str, Any]) -> Any:
-    """Inputs for the store options in ``kw`` (removes them; leaves the command's own)."""
-    return _inputs(
+def _src(kw: dict[str, Any], columns: Any) -> Any:
+    """Inputs for the store options in ``kw`` (removes them; leaves the command's own),
+    reading the run ``columns`` only."""
+    return load_period_inputs(
         kw.pop("store"),
         kw.pop("events_paths"),
         kw.pop("signals_paths"),
@@ -183,11 +85,12 @@ def _src(kw: dict[str, Any]) -> Any:
         kw.pop("start"),
         kw.pop("end"),
         kw.pop("config_path"),
+        columns,
     )
 
 
 @click.command()
-@_store_options
+@store_options
 @_by_option
 def taxonomy(**kw: Any) -> None:
     """Runs and GPU-hours per end state, infra vs user failures, causes (HPCA'25 Fig. 3)."""
@@ -211,7 +114,7 @@ def taxonomy(**kw: Any) -> None:
 
 
 @click.command("failure-rate")
-@_store_options
+@store_options
 @_by_option
 @click.option(
     "--min-gpus",
@@ -268,7 +171,7 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str | None) -> Any
 
 
 @click.command()
-@_store_options
+@store_options
 @_by_option
 @click.option(
     "--min-gpus",
@@ -506,7 +409,7 @@ def checkpoint_plan_cmd(
 
 
 @click.command()
-@_store_options
+@store_options
 @_by_option
 def goodput(**kw: Any) -> None:
     """GPU-hours lost to infrastructure failures, first and second order (Fig. 8)."""
@@ -536,7 +439,7 @@ def goodput(**kw: Any) -> None:
 
 
 @click.command("requeue-loops")
-@_store_options
+@store_options
 @click.option(
     "--min-failed-runs",
     "k",
@@ -569,7 +472,8 @@ def requeue_loops_cmd(**kw: Any) -> None:
     from aegis_slurm.sections import compute
 
     as_json = kw.pop("as_json")
-    res = compute.requeue_loops(_src(kw), kw["k"], kw["window_hours"], kw["short_min"], kw["rf"])
+    inp = _src(kw, compute.requeue_loops.columns)
+    res = compute.requeue_loops(inp, kw["k"], kw["window_hours"], kw["short_min"], kw["rf"])
 
     def human(r: dict[str, Any]) -> str:
         return _table(
@@ -589,7 +493,7 @@ def requeue_loops_cmd(**kw: Any) -> None:
 
 
 @click.command("lemon-nodes")
-@_store_options
+@store_options
 @click.option(
     "--window-days",
     type=click.IntRange(min=1),
@@ -607,7 +511,9 @@ def lemon_nodes_cmd(**kw: Any) -> None:
     from aegis_slurm.sections import compute
 
     as_json = kw.pop("as_json")
-    res = compute.lemon_nodes(_src(kw), kw["window_days"], kw["min_node_fails"])
+    res = compute.lemon_nodes(
+        _src(kw, compute.lemon_nodes.columns), kw["window_days"], kw["min_node_fails"]
+    )
 
     def human(r: dict[str, Any]) -> str:
         return f"Window {r['window_start']} .. {r['window_end']}\n" + _table(
@@ -627,7 +533,7 @@ def lemon_nodes_cmd(**kw: Any) -> None:
 
 
 @click.command("measured-ettr")
-@_store_options
+@store_options
 @click.option("--qos", default=None, help="Keep job runs of this QOS only (the paper: highest).")
 @click.option(
     "--restart-min",
@@ -662,7 +568,12 @@ def measured_ettr_cmd(**kw: Any) -> None:
 
     as_json = kw.pop("as_json")
     res = compute.measured_ettr(
-        _src(kw), kw["qos"], kw["u0"], kw["dt"], kw["min_hours"], kw["min_gpus"]
+        _src(kw, compute.measured_ettr.columns),
+        kw["qos"],
+        kw["u0"],
+        kw["dt"],
+        kw["min_hours"],
+        kw["min_gpus"],
     )
 
     def human(r: dict[str, Any]) -> str:
@@ -683,7 +594,7 @@ def measured_ettr_cmd(**kw: Any) -> None:
 
 
 @click.command()
-@_store_options
+@store_options
 @click.option(
     "--failures-only",
     is_flag=True,
@@ -695,7 +606,9 @@ def availability(**kw: Any) -> None:
 
     as_json = kw.pop("as_json")
     failures_only = kw.pop("failures_only")
-    inp = _src(kw)
+    if not kw["events_paths"]:
+        raise click.UsageError("availability needs node events: give --events FILE")
+    inp = _src(kw, compute.availability.columns)
     if inp.events is None:
         raise click.UsageError("availability needs node events: give --events FILE")
     res = compute.availability(inp, failures_only)

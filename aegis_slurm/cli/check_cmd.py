@@ -9,12 +9,12 @@ from typing import Any
 
 import click
 
-from aegis_slurm.cli.analytics_cmd import _inputs, _store_options
-from aegis_slurm.errors import CheckFailedError, NoDataError
+from aegis_slurm.cli.store_options import load_period_inputs, store_options
+from aegis_slurm.errors import CheckFailedError
 
 
 @click.command()
-@_store_options
+@store_options
 @click.option(
     "--days",
     type=click.IntRange(min=1),
@@ -54,13 +54,13 @@ def check(**kw: Any) -> None:
     """Exit 0 when the period is within the thresholds, 3 when one is crossed (each printed),
     4 when no run ended in the period."""
     from aegis_slurm.node.export import write_atomic
-    from aegis_slurm.sections.alerts import Thresholds, evaluate, textfile
+    from aegis_slurm.sections.alerts import COLUMNS, Thresholds, evaluate, textfile
 
     as_json = kw.pop("as_json")
     if not (kw["month"] or kw["start"] or kw["end"]):
         now = datetime.now(UTC).replace(microsecond=0)
         kw["start"], kw["end"] = now - timedelta(days=kw["days"]), now
-    inp = _inputs(
+    inp = load_period_inputs(
         kw["store"],
         kw["events_paths"],
         kw["signals_paths"],
@@ -68,9 +68,8 @@ def check(**kw: Any) -> None:
         kw["start"],
         kw["end"],
         kw["config_path"],
+        COLUMNS,
     )
-    if inp.runs.height == 0:
-        raise NoDataError(f"no run ended in {inp.period.label}: nothing to check")
     res = evaluate(inp, Thresholds(kw["max_rf"], kw["max_crash_loops"], kw["max_lemon_nodes"]))
     if kw["textfile"] is not None:
         write_atomic(kw["textfile"].parent, kw["textfile"].name, textfile(res))

@@ -150,7 +150,12 @@ def build_report(
     first = m
     for _ in range(11):  # the 12-month trend, read in the same pass as the month
         first = first.prev()
-    inp = load_inputs(store, events_paths, sig_paths, m.period, settings, first.start)
+    from aegis_slurm.report.compute import COLUMNS
+
+    inp = load_inputs(store, events_paths, sig_paths, m.period, settings, first.start, COLUMNS)
+    if inp.runs.height == 0:
+        # An empty month (a failed ingest, a typo in --month) must not publish a clean page.
+        raise NoDataError(f"no run ended in {m}: no report written ({store})")
     raw = compute_report(inp, m)
     raw["inputs"] = {
         "store": str(store),

@@ -31,9 +31,24 @@ from aegis_slurm.analytics.checkpoint import checkpoint_plan, ettr_grid
 from aegis_slurm.analytics.ettr import ettr_renewal, ettr_renewal_array
 from aegis_slurm.analytics.mttf import project_mttf, theory_mttf_hours
 from aegis_slurm.sections import compute as sections
-from aegis_slurm.sections.inputs import Inputs, Month
+from aegis_slurm.sections.inputs import Inputs, Month, columns_for
 
-__all__ = ["Month", "compute_report"]
+__all__ = ["COLUMNS", "Month", "compute_report"]
+
+#: The run columns the report reads: every section on the page and its two breakdowns.
+COLUMNS = columns_for(
+    sections.taxonomy,
+    sections.failure_rate,
+    sections.mttf,
+    sections.goodput,
+    sections.requeue_loops,
+    sections.lemon_nodes,
+    sections.measured_ettr,
+    sections.drains,
+    sections.data_quality,
+    sections.trend,
+    extra=(sections.BY_COLUMNS["partition"], sections.BY_COLUMNS["gpu_type"]),
+)
 
 
 def _cluster_nodes(runs: pl.DataFrame) -> int:

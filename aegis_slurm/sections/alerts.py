@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aegis_slurm.sections import compute
-from aegis_slurm.sections.inputs import Inputs
+from aegis_slurm.sections.inputs import Inputs, columns_for
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,12 @@ class Thresholds:
     max_rf_per_1000: float | None = None  # None: r_f is reported, never alerted on
     max_crash_loops: int = 0
     max_lemon_nodes: int = 0
+
+
+#: The run columns :func:`evaluate` reads: its four sections'.
+COLUMNS = columns_for(
+    compute.failure_rate, compute.requeue_loops, compute.lemon_nodes, compute.goodput
+)
 
 
 def evaluate(inp: Inputs, th: Thresholds) -> dict[str, Any]:

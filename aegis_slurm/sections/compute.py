@@ -12,11 +12,12 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.sections.inputs import Inputs, rejected_counts
+from aegis_slurm.sections.inputs import LINK_COLUMNS, Inputs, needs, rejected_counts
 
 _AEGIS_REASON = re.compile(r"^(?:[A-Z_]+[*~#!%$@^-]?:\s*)*aegis:\s*([^:\s]+)")
 
 
+@needs()
 def taxonomy(inp: Inputs) -> dict[str, Any]:
     """Runs and GPU-hours per end state, category and cause (HPCA'25 Fig. 3)."""
     from aegis_slurm.analytics.taxonomy import failure_taxonomy
@@ -24,6 +25,7 @@ def taxonomy(inp: Inputs) -> dict[str, Any]:
     return failure_taxonomy(inp.runs)
 
 
+@needs()
 def failure_rate(
     inp: Inputs, min_gpus: int | None = None, window_days: int | None = None
 ) -> dict[str, Any]:
@@ -70,6 +72,7 @@ def _rf(inp: Inputs, min_gpus: int | None = None) -> float | None:
     return fr(inp.runs, min_gpus=mg)["rf_per_node_day"]
 
 
+@needs()
 def mttf(
     inp: Inputs,
     min_gpus: int | None = None,
@@ -94,6 +97,7 @@ def mttf(
     }
 
 
+@needs(*LINK_COLUMNS, "exit_code")
 def goodput(inp: Inputs) -> dict[str, Any]:
     """GPU-hours lost to infrastructure failures, first and second order (Fig. 8)."""
     from aegis_slurm.analytics.goodput import goodput_lost
@@ -101,6 +105,7 @@ def goodput(inp: Inputs) -> dict[str, Any]:
     return goodput_lost(inp.linked)
 
 
+@needs(*LINK_COLUMNS, "job_id", "exit_code")
 def requeue_loops(
     inp: Inputs,
     k: int | None = None,
@@ -131,6 +136,7 @@ def requeue_loops(
     return {"rf_per_node_day": rate, "loops": kept}
 
 
+@needs()
 def lemon_nodes(
     inp: Inputs, window_days: int | None = None, min_node_fails: int | None = None
 ) -> dict[str, Any]:
@@ -151,6 +157,7 @@ def lemon_nodes(
     )
 
 
+@needs(*LINK_COLUMNS, "qos", "eligible_time")
 def measured_ettr(
     inp: Inputs,
     qos: str | None = None,
@@ -190,6 +197,7 @@ def measured_ettr(
 GUARD_REVERSAL = timedelta(seconds=60)
 
 
+@needs()
 def drains(inp: Inputs) -> dict[str, Any]:
     """Drains the aegis Prolog made (Reason ``aegis: <check>: ...``) in the period, by check and
     by node, next to all other DOWN/DRAIN events (counted, not broken down)."""
@@ -236,6 +244,7 @@ def drains(inp: Inputs) -> dict[str, Any]:
     }
 
 
+@needs()
 def data_quality(inp: Inputs) -> dict[str, Any]:
     """What the numbers rest on: rows the ingest rejected and why, which evidence sources were
     given and used, and how many FAILED runs had evidence to look at."""
@@ -301,7 +310,7 @@ def data_quality(inp: Inputs) -> dict[str, Any]:
     }
 
 
-#: --by choices -> run-table column.
+#: --by choices -> run-table column (a --by command loads that column too).
 BY_COLUMNS = {
     "partition": "partition",
     "account": "account",
@@ -371,6 +380,7 @@ def breakdown(inp: Inputs, by: str) -> list[dict[str, Any]]:
     return rows
 
 
+@needs()
 def availability(inp: Inputs, failures_only: bool = False) -> dict[str, Any]:
     """Node availability, downtime and MTTR over the period from the node events (the
     period's bounds default to its runs' first and last end)."""
@@ -409,12 +419,13 @@ def _signals_for(inp: Inputs, older: pl.DataFrame) -> pl.DataFrame | None:
     return _signal_frame(parts)
 
 
+@needs()
 def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
     """r_f and the MTTF of runs with more than min_gpus GPUs, each with its 90% interval, for
     the ``months`` calendar months ending with the period's (the store's last month without a
     period), leaving out the months before the store's first run.  Earlier months are read
     from the store and attributed with the same evidence."""
-    from aegis_slurm.accounting import load_runs
+    from aegis_slurm.accounting import RUN_SCHEMA, load_runs
     from aegis_slurm.analytics.failure_rate import failure_rate as fr
     from aegis_slurm.analytics.mttf import poisson_rate_interval
     from aegis_slurm.sections.inputs import CONTEXT, Month, attribute
@@ -433,7 +444,11 @@ def trend(inp: Inputs, months: int = 12) -> list[dict[str, Any]]:
         ctx_start = inp.context["end_time"].min() if inp.context.height else None
         if inp.store is not None and (ctx_start is None or seq[0].start < ctx_start):
             older = load_runs(
-                inp.store, start=seq[0].start, end=ctx_start or (inp.period.start - CONTEXT)
+                inp.store,
+                start=seq[0].start,
+                end=ctx_start or (inp.period.start - CONTEXT),
+                # The columns the context was loaded with (a projection stays one).
+                columns=[c for c in inp.context.columns if c in RUN_SCHEMA],
             )
             if older.height:
                 frames.append(attribute(older, _signals_for(inp, older), inp.events).drop("row_id"))

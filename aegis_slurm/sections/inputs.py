@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.analytics.common import AnalyticsError, impute_end_time
+from aegis_slurm.analytics.common import AnalyticsError, chunked_like, impute_end_time
 from aegis_slurm.sections.settings import DEFAULTS, Settings
 
 #: History kept on each side of the period (≥ the 30-day r_f window and the 28-day lemon one).
@@ -25,6 +26,50 @@ CONTEXT = timedelta(days=35)
 SIGNAL_COLUMNS = ("node", "time", "signal", "critical")
 #: GPUs per node when neither the site config nor the data says (HPCA'25's 8-GPU servers).
 FALLBACK_GPUS_PER_NODE = 8
+
+#: Run columns (``accounting.schema.RUN_SCHEMA``) every loaded table holds, whatever the
+#: sections: attribution (state, the allocated nodes and window times, the run's own Epilog
+#: record by cluster/JobIDRaw/run_index, its aegis tag, FailedNode), the period filter and the
+#: imputed End (ended, start + elapsed), GPU-hours and node-days (gpus, n_nodes).
+INPUT_COLUMNS = frozenset(
+    {
+        "cluster",
+        "job_id_raw",
+        "run_index",
+        "state",
+        "ended",
+        "start_time",
+        "end_time",
+        "elapsed_s",
+        "gpus",
+        "n_nodes",
+        "nodes",
+        "failed_node",
+        "admin_comment",
+    }
+)
+#: What job-run linkage (``analytics.job_runs.link_job_runs``) reads on top of them.
+LINK_COLUMNS = frozenset({"user", "account", "job_name", "submit_time"})
+
+
+def needs(*columns: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare the run columns a section reads beyond :data:`INPUT_COLUMNS` (kept on the
+    function as ``columns``, which :func:`columns_for` unites)."""
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.columns = INPUT_COLUMNS | frozenset(columns)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def columns_for(*sections: Callable[..., Any], extra: Iterable[str] = ()) -> frozenset[str]:
+    """The run columns to load for ``sections`` (each declared with :func:`needs`) and
+    ``extra`` (e.g. a --by column): the union, never less than :data:`INPUT_COLUMNS`."""
+    out = set(INPUT_COLUMNS) | set(extra)
+    for section in sections:
+        out |= section.columns
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -185,7 +230,7 @@ class Inputs:
 
     @functools.cached_property
     def runs(self) -> pl.DataFrame:
-        return self.context.filter(self.period.mask()).drop("row_id").with_row_index("row_id")
+        return _renumbered(self.context, self.period)
 
     @functools.cached_property
     def linked_context(self) -> pl.DataFrame:
@@ -197,9 +242,7 @@ class Inputs:
     def linked(self) -> pl.DataFrame:
         """Job-run linkage over the context (a job run may start before the period), kept for
         the period's runs with fresh row ids."""
-        return (
-            self.linked_context.filter(self.period.mask()).drop("row_id").with_row_index("row_id")
-        )
+        return _renumbered(self.linked_context, self.period)
 
     @functools.cached_property
     def gpus_per_node(self) -> tuple[int, str]:
@@ -213,12 +256,51 @@ class Inputs:
         return g, why
 
 
+def _renumbered(frame: pl.DataFrame, period: Period) -> pl.DataFrame:
+    """The rows of ``frame`` that ended in ``period``, with fresh ``row_id`` 0, 1, ...  When
+    that is every row, already so numbered (the whole store), ``frame`` itself: a copy of a
+    20M-run table is gigabytes."""
+    keep = frame.select(period.mask().all()).item()
+    if keep and _numbered(frame):
+        return frame
+    return frame.filter(period.mask()).drop("row_id").with_row_index("row_id")
+
+
+def _numbered(frame: pl.DataFrame) -> bool:
+    """``row_id`` is the first column and reads 0, 1, 2, ... (as ``with_row_index`` makes it)."""
+    if not frame.columns or frame.columns[0] != "row_id":
+        return False
+    if frame.schema["row_id"] != pl.UInt32:
+        return False
+    return bool(frame.select((pl.col("row_id") == pl.int_range(pl.len())).all()).item())
+
+
+#: Runs attributed at a time.  Attribution is a function of each run and the evidence alone,
+#: so batches give the one-shot result; its transient frames (candidates, node lists exploded,
+#: as-of joins) then scale with a batch, not with years of history.
+ATTRIBUTE_BATCH = 1_000_000
+
+
 def attribute(
-    runs: pl.DataFrame, signals: pl.DataFrame | None, events: pl.DataFrame | None
+    runs: pl.DataFrame,
+    signals: pl.DataFrame | None,
+    events: pl.DataFrame | None,
+    batch: int = ATTRIBUTE_BATCH,
 ) -> pl.DataFrame:
+    """``attribution.attribute_failures`` of ``runs`` with End imputed, ``batch`` rows at a
+    time (``row_id`` numbers the whole table, as one call would)."""
     from aegis_slurm.analytics.attribution import attribute_failures
 
-    return attribute_failures(runs.with_columns(impute_end_time()), signals, events)
+    runs = runs.with_columns(impute_end_time())
+    index = pl.int_range(runs.height, dtype=pl.UInt32, eager=True).alias("row_id")
+    runs = runs.select(chunked_like(index, runs), pl.all())
+    if runs.height <= batch:
+        return attribute_failures(runs, signals, events)
+    parts = [
+        attribute_failures(runs.slice(offset, batch), signals, events)
+        for offset in range(0, runs.height, batch)
+    ]
+    return pl.concat(parts, rechunk=False)
 
 
 def load_inputs(
@@ -228,11 +310,14 @@ def load_inputs(
     period: Period | None = None,
     settings: Settings = DEFAULTS,
     history_start: datetime | None = None,
+    columns: Iterable[str] | None = None,
 ) -> Inputs:
     """Runs of ``period`` ± :data:`CONTEXT`, attributed with the given event exports, signal
     tables and the Epilog records collected into the store (``aegis-slurm signals collect``).
     With ``history_start`` the runs from then on are read and attributed in the same pass and
-    kept as ``history`` (the context is the same slice of them, so every section is unchanged)."""
+    kept as ``history`` (the context is the same slice of them, so every section is unchanged).
+    ``columns``: the run columns to read (:func:`columns_for` the sections to compute, never
+    less than :data:`INPUT_COLUMNS`); None reads every column."""
     from aegis_slurm.accounting import load_runs
     from aegis_slurm.accounting.events import load_events
     from aegis_slurm.accounting.signals import RECORDS
@@ -241,7 +326,8 @@ def load_inputs(
     start = period.start - CONTEXT if period.start else None
     end = period.end + CONTEXT if period.end else None
     wide = history_start is not None and start is not None and history_start < start
-    runs = load_runs(store, start=history_start if wide else start, end=end)
+    cols = None if columns is None else INPUT_COLUMNS | set(columns)
+    runs = load_runs(store, start=history_start if wide else start, end=end, columns=cols)
     events = load_events(list(events_paths)) if events_paths else None
     parts = [read_signal_table(Path(p)) for p in signals_paths]
     # Epilog records collected into the store are always used, as by every command; a path
@@ -252,20 +338,23 @@ def load_inputs(
     if collected is not None and not collected.is_empty():
         parts.append(collected)
     signals = _signal_frame(parts)
+    # Counted, not filtered: a filter of the wide table materialises it again.
     imputed = int(
-        runs.filter(
-            pl.col("end_time").is_null()
-            & pl.col("ended").fill_null(False)
-            & pl.col("start_time").is_not_null()
-            & pl.col("elapsed_s").is_not_null()
-        ).height
+        runs.select(
+            (
+                pl.col("end_time").is_null()
+                & pl.col("ended").fill_null(False)
+                & pl.col("start_time").is_not_null()
+                & pl.col("elapsed_s").is_not_null()
+            ).sum()
+        ).item()
     )
     attributed = attribute(runs, signals, events)
     history = None
     if wide:
         history = attributed
         attributed = attributed.filter(pl.col("end_time") >= start)
-    no_end = int(attributed.filter(pl.col("end_time").is_null() & pl.col("ended")).height)
+    no_end = int(attributed.select((pl.col("end_time").is_null() & pl.col("ended")).sum()).item())
     return Inputs(
         context=attributed,
         events=events,

@@ -59,9 +59,16 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     real = store_mod._load_runs
 
-    def spy(store: Path, files: list[Path], start: Any, end: Any, where: Any = None) -> Any:
-        seen.append({"start": start, "end": end, "where": where})
-        return real(store, files, start, end, where)
+    def spy(
+        store: Path,
+        files: list[Path],
+        start: Any,
+        end: Any,
+        where: Any = None,
+        columns: Any = None,
+    ) -> Any:
+        seen.append({"start": start, "end": end, "where": where, "columns": columns})
+        return real(store, files, start, end, where, columns)
 
     monkeypatch.setattr(store_mod, "_load_runs", spy)
     return seen
@@ -94,6 +101,8 @@ def test_a_command_with_a_month_reads_only_the_month_and_its_context(store, read
         assert r["start"] is not None and r["end"] is not None, r
         assert r["start"] >= MONTH_START - timedelta(days=35), r
         assert r["end"] <= MONTH_END + timedelta(days=35), r
+        # Projected: the columns its sections declare, never the export's free text.
+        assert r["columns"] is not None and "work_dir" not in r["columns"], r
 
 
 @pytest.mark.parametrize("month", [MONTH, None])
@@ -104,6 +113,7 @@ def test_the_report_reads_its_month_and_the_trend_year_only(store, reads, tmp_pa
     year_before = datetime(2026, 7, 1, tzinfo=UTC) if month else datetime(2027, 12, 1, tzinfo=UTC)
     for r in reads:
         assert r["start"] is not None and r["start"] >= year_before - timedelta(days=35), r
+        assert r["columns"] is not None and "work_dir" not in r["columns"], r
 
 
 def test_diagnose_reads_one_job(store, reads):

@@ -14,6 +14,7 @@ from report_store import MONTH, SCRIPT_NAME, Built, make_store
 
 from aegis_slurm.analytics.common import AnalyticsError
 from aegis_slurm.cli import main
+from aegis_slurm.errors import NoDataError
 from aegis_slurm.report.builder import build_report
 from aegis_slurm.report.compute import Month
 from aegis_slurm.simulate.history import SIZE_MIX, SimConfig
@@ -177,10 +178,15 @@ def test_month_without_large_jobs_or_events_says_so(tmp_path: Path):
 
 
 def test_month_with_no_runs_at_all(built: Built, tmp_path: Path):
-    r = build_report(built.store, "2030-05", tmp_path / "empty")
-    assert r["summary"]["runs"] == 0 and r["summary"]["jobs"] == 0
-    assert all("missing" in f for f in r["figures"].values())
-    assert (tmp_path / "empty" / "index.html").exists()
+    """An empty month (a failed ingest, a typo) is no data, exit 4: no page that reads as a
+    clean month of zero failures is written."""
+    with pytest.raises(NoDataError, match="no run ended in 2030-05"):
+        build_report(built.store, "2030-05", tmp_path / "empty")
+    assert not (tmp_path / "empty").exists()
+    res = CliRunner().invoke(
+        main, ["report", "--store", str(built.store), "--month", "2030-05", "--out", str(tmp_path)]
+    )
+    assert res.exit_code == 4 and res.output.startswith("aegis-slurm: error: no run ended")
 
 
 def test_month_parsing_and_cli_errors(built: Built, tmp_path: Path):
