@@ -21,7 +21,8 @@ from aegis_slurm.errors import InputError
     "--month",
     default=None,
     metavar="YYYY-MM",
-    help="Month to report on (UTC; runs that ended in it).  Default: the latest.",
+    help="Month to report on (UTC; runs that ended in it).  Default: the latest.  A month in "
+    "which no run ended is exit 4 and writes nothing.",
 )
 @click.option(
     "--out",
