@@ -135,8 +135,11 @@ def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
 #: 3.8 min.  After the rework (docs/minder.md, "Accuracy"): minder 1.000 / 0.889 / 4.0 min (the
 #: three one-IB-port-of-eight jobs missed: v1 carries only the summed port counter); λ+2δ 0.218 /
 #: 0.815 / 10.1 min; z-score 0.191 / 0.667 / 4.0 min.  Floors: a little under what was seen
-#: (precision, recall, median delay in minutes).
-FLOOR = {"minder": (0.95, 0.85, 5.0)}
+#: (precision, recall, median delay in minutes).  Lowered on purpose (2026-11-23, session 5):
+#: recall 0.889 -> 0.815 with corroboration on (docs/minder.md, "Corroboration"): v1's two
+#: ``nvlink_errors`` jobs show only on NVLink *throughput* (no error counter, no Xid 74), which
+#: a coupled series alone no longer convicts; precision stays 1.000.  Floor 0.85 -> 0.80.
+FLOOR = {"minder": (0.95, 0.80, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_independent_corpus (docs/minder.md)
     import sys
