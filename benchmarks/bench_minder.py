@@ -9,7 +9,7 @@ Speed (targets from the issue):
 * ``watch_pass_prometheus_s``: a whole ``watch`` pass for one job of 128 .. 1,024 nodes against
   a real Prometheus on loopback (12 range queries + detection; needs Debian's ``prometheus``).
 
-Accuracy: precision, recall, median detection delay of Minder (with and without denoising),
+Accuracy: precision, recall, median detection delay of Minder (shipped; each piece off),
 Aegis' λ+2δ and the per-step z-score + 4-minute continuity baseline, on the *evaluation* split
 (seed 2); the detector's threshold was chosen on the tuning split (seed 1), shown for reference.
 Simulated data: this proves the plumbing and the benign cases, not real-world accuracy.
