@@ -105,6 +105,12 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         evidence="coupled",
     ),
     MetricSpec("node_infiniband_link_downed_total", "node", "counter", "sum", 0, 0.05, "events"),
+    # packets received with errors (sysfs port_rcv_errors: symbol/CRC-level damage on the link),
+    # summed over ports; sparse benign increments are what the burst test is for.  The range:
+    # a failing cable logs up to ~10/s (HDR at 50 GB/s moves ~12 M packets/s: 1 ppm)
+    MetricSpec(
+        "node_infiniband_port_errors_received_total", "node", "counter", "sum", 0, 10, "events"
+    ),
     # the node's *lowest* per-port receive rate: one port of eight down is an eighth of the
     # summed rate (hidden in a job-wide slowdown) but the whole of this one
     MetricSpec(

@@ -65,6 +65,8 @@ NODE = (
     "node_load1",
     "node_memory_MemAvailable_bytes",
     PORT_MIN,
+    # last, so every other series' random draws stay as they were
+    "node_infiniband_port_errors_received_total",
 )
 
 
@@ -255,6 +257,9 @@ def _metric(name: str, ts, st, rng, step) -> np.ndarray:
     if name == PORT_MIN:  # 8 ports; the flapping one is down 20 s of each 75 s: a 1-min rate -27 %
         v = (busy * 20e9 * speed + pause * 2e9) / 8 * (1 + 0.02 * noise)
         return np.where(fc & (fault == "aoc"), v * 0.73, v)
+    if name == "node_infiniband_port_errors_received_total":  # ~2 benign per node-hour
+        rate = np.where(fc & (fault == "aoc"), 0.5, 2 / 3600.0)
+        return _counter(rate, ts, rng)
     if name == "node_load1":
         return np.clip(2 + 22 * busy + 30 * pause + 1.5 * noise, 0, None)
     if name == "node_memory_MemAvailable_bytes":
