@@ -640,7 +640,8 @@ def corroborated(
 ) -> Finding | None:
     """A finding on a *coupled* metric, kept if the node's local evidence (``support``: its
     windows as a candidate on a local metric, or with its exporter gone) shows within ``period``
-    before it or at any time after; dated when both hold (None: not corroborated).
+    of it, before or after -- one fault's symptoms are concurrent, a local blip half an hour
+    later is another matter; dated when both hold (None: not corroborated).
 
     A synchronous job's throughputs (power, tensor duty, PCIe/NVLink/IB bytes) move together on
     every node: a late starter's peers wait for it, a job-wide slowdown, a profiler pause, one
@@ -649,7 +650,8 @@ def corroborated(
     not where.  A slow GPU also runs hot or clocks down, a dying link logs errors, a lost
     machine stops reporting: a real fault shows on a local series too.
     """
-    at = np.flatnonzero(support[row] & (times >= finding.first_detected - period))
+    near = np.abs(times - finding.first_detected) <= period
+    at = np.flatnonzero(support[row] & near)
     if at.size == 0:
         return None
     t = max(finding.first_detected, float(times[at[0]]))

@@ -119,13 +119,14 @@ def test_corroboration_dates_a_finding_when_both_hold() -> None:
     f = Finding("n1", POWER, TIMES[100], 0.5)
     support = np.zeros((2, TIMES.size), bool)
     assert corroborated(f, 1, support, TIMES, 240.0) is None
-    support[1, 130] = True
-    assert corroborated(f, 1, support, TIMES, 240.0).first_detected == TIMES[130]
+    support[1, 110] = True  # local evidence 150 s later: dated then
+    assert corroborated(f, 1, support, TIMES, 240.0).first_detected == TIMES[110]
     support[1, 90] = True  # local evidence just before: dated at the coupled finding
     assert corroborated(f, 1, support, TIMES, 240.0).first_detected == TIMES[100]
     support[1, :] = False
-    support[1, 10] = True  # long before (> one continuity period): unrelated
+    support[1, [10, 130]] = True  # long before or long after (> one continuity): unrelated
     assert corroborated(f, 1, support, TIMES, 240.0) is None
+    assert corroborated(f, 0, support, TIMES, 240.0) is None  # another node's evidence
 
 
 # ---- Xid and device counts -----------------------------------------------------------------
