@@ -9,7 +9,7 @@ Speed (targets from the issue):
 * ``watch_pass_prometheus_s``: a whole ``watch`` pass for one job of 128 .. 1,024 nodes against
   a real Prometheus on loopback (12 range queries + detection; needs Debian's ``prometheus``).
 
-Accuracy: precision, recall, median detection delay of Minder (with and without denoising),
+Accuracy: precision, recall, median detection delay of Minder (shipped; each piece off),
 Aegis' λ+2δ and the per-step z-score + 4-minute continuity baseline, on the *evaluation* split
 (seed 2); the detector's threshold was chosen on the tuning split (seed 1), shown for reference.
 Simulated data: this proves the plumbing and the benign cases, not real-world accuracy.
@@ -139,6 +139,10 @@ def accuracy(jobs_per_fault: int) -> dict[str, dict[str, float]]:
             "minder_threshold_0.06": lambda a: detect(a, PRI, Params(threshold=0.06)),
             "minder_no_physical_range": lambda a: detect(a, PRI, Params(physical_range=False)),
             "minder_no_job_wide_cap": lambda a: detect(a, PRI, Params(max_share=1)),
+            "minder_no_burst_test": lambda a: detect(a, PRI, Params(burst_alpha=0)),
+            "minder_no_profiler_pause": lambda a: detect(a, PRI, Params(profiler_pause=False)),
+            "minder_no_corroboration": lambda a: detect(a, PRI, Params(corroborate=False)),
+            "minder_no_device_evidence": lambda a: detect(a, PRI, Params(device_evidence=False)),
             "lambda_2delta": lambda a: lambda_2delta(a, METRICS),
             "zscore_4min": lambda a: zscore_baseline(a, METRICS),
         }

@@ -14,6 +14,8 @@ per-second rates by the detector (:func:`aegis_slurm.metrics.detect.to_rates`).
 * ``"job"``: a throughput whose level depends on the job (model, parallelism, batch) rather than
   on the link: Min-Max over ``[lo, 2 x the job's typical level]``, at most the physical range —
   one GPU's NVLink at half its peers' rate is half a job level off, not 0.05 of 300 GB/s;
+* ``"xid"``: the last Xid, read as 1 for a hardware fault's code and 0 otherwise;
+* ``"devices"``: a count of a node's devices; one fewer than its peers' is a full-scale outlier;
 * ``"events"``: a sparse error counter (replays, link-down events): evidence on an absolute,
   logarithmic scale — any sustained error rate where the peers have none is an outlier, whatever
   the range; its magnitude counts by decades.
@@ -29,13 +31,18 @@ class MetricSpec:
     name: str
     source: str  # "dcgm" (label Hostname) | "node" (node_exporter, label instance)
     kind: str  # "gauge" | "counter"
-    agg: str  # per-node aggregation over GPUs / devices / ports: "min" | "max" | "sum" | "avg"
+    agg: str  # per node over GPUs / devices / ports: "min" | "max" | "sum" | "avg" | "count"
     lo: float | None = None
     hi: float | None = None
     scale: str = "physical"  # "physical" | "job" | "events" (see the module's docstring)
     #: a metric derived in PromQL from an exporter's series (``None``: the series itself):
     #: ``(exporter metric, PromQL over {sel} = that metric's selector for the job's nodes)``
     derived: tuple[str, str] | None = None
+    #: ``"local"``: a machine's own state (clock, temperature, error counters, Xid, its ports);
+    #: ``"coupled"``: a throughput every rank of a synchronous job drives in lock-step (power,
+    #: utilisation, tensor duty, PCIe/NVLink/IB bytes) -- a symptom the job shares, which on its
+    #: own does not say *which* machine is at fault (docs/minder.md, "Corroboration")
+    evidence: str = "local"
 
 
 #: Recording-rule style name (level:metric:operations) of the lowest per-port IB receive rate.
@@ -44,16 +51,35 @@ PORT_MIN = "instance:node_infiniband_port_data_received_bytes:rate_min_port"
 #: The lowest per-GPU rate of dcgm-exporter's default NVLink counter.
 NVLINK_MIN = "Hostname:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL:rate_min_gpu"
 
-#: The default set: the issue's twelve metrics and the per-device minima of the IB receive rate
-#: and of the NVLink counter.
+#: How many GPUs a node's dcgm-exporter reports (a GPU off the bus, Xid 79, loses its series).
+GPU_COUNT = "Hostname:DCGM_FI_DEV_GPU_TEMP:count_gpu"
+
+#: How many IB ports a node's node_exporter reports (a NIC the OS lost loses its series).
+PORT_COUNT = "instance:node_infiniband_port_data_received_bytes:count_port"
+
+#: NVIDIA Xid codes that report a hardware fault of the GPU or its links (NVIDIA's "XID Errors"
+#: catalogue, r555): 48 double-bit ECC, 61/62 internal micro-controller, 63/64 row remapping,
+#: 74 NVLink, 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained
+#: ECC, 119/120 GSP RPC timeout/error, 140 unrecovered ECC.  Codes an application causes
+#: (13 graphics exception, 31 MMU fault, 43 stopped channel, 45 preemptive cleanup) are not.
+HARDWARE_XIDS: frozenset[int] = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
+
+#: The default set: the issue's twelve metrics, the per-device minima of the IB receive rate
+#: and of the NVLink counter, the last Xid and the GPU and IB port counts.
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
-    MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700),
+    MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700, evidence="coupled"),
     MetricSpec("DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100),
     MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
-    MetricSpec("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job"),
-    MetricSpec("DCGM_FI_PROF_PCIE_TX_BYTES", "dcgm", "gauge", "min", 0, 32e9, "job"),
-    MetricSpec("DCGM_FI_PROF_NVLINK_TX_BYTES", "dcgm", "gauge", "min", 0, 300e9, "job"),
+    MetricSpec(
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job", evidence="coupled"
+    ),
+    MetricSpec(
+        "DCGM_FI_PROF_PCIE_TX_BYTES", "dcgm", "gauge", "min", 0, 32e9, "job", evidence="coupled"
+    ),
+    MetricSpec(
+        "DCGM_FI_PROF_NVLINK_TX_BYTES", "dcgm", "gauge", "min", 0, 300e9, "job", evidence="coupled"
+    ),
     MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 0, 50, "events"),
     # in dcgm-exporter's default counters (DCGM_FI_PROF_NVLINK_TX_BYTES is not): the slowest
     # GPU's NVLink rate; the job scale makes its unit (bytes or KiB per DCGM version) immaterial
@@ -66,11 +92,25 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         1e12,
         "job",
         ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "rate({sel}[{range}s])"),
+        evidence="coupled",
     ),
     MetricSpec(
-        "node_infiniband_port_data_received_bytes_total", "node", "counter", "sum", 0, 50e9, "job"
+        "node_infiniband_port_data_received_bytes_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        50e9,
+        "job",
+        evidence="coupled",
     ),
     MetricSpec("node_infiniband_link_downed_total", "node", "counter", "sum", 0, 0.05, "events"),
+    # packets received with errors (sysfs port_rcv_errors: symbol/CRC-level damage on the link),
+    # summed over ports; sparse benign increments are what the burst test is for.  The range:
+    # a failing cable logs up to ~10/s (HDR at 50 GB/s moves ~12 M packets/s: 1 ppm)
+    MetricSpec(
+        "node_infiniband_port_errors_received_total", "node", "counter", "sum", 0, 10, "events"
+    ),
     # the node's *lowest* per-port receive rate: one port of eight down is an eighth of the
     # summed rate (hidden in a job-wide slowdown) but the whole of this one
     MetricSpec(
@@ -82,8 +122,26 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         50e9,
         "job",
         ("node_infiniband_port_data_received_bytes_total", "rate({sel}[{range}s])"),
+        evidence="coupled",
     ),
     MetricSpec("node_load1", "node", "gauge", "avg", 0, 256),
+    # the last Xid of the node's GPUs (``max``: a hardware code outranks the application codes
+    # 13/31/43/45 in value), read as 1 for a hardware Xid (:data:`HARDWARE_XIDS`), 0 otherwise
+    MetricSpec("DCGM_FI_DEV_XID_ERRORS", "dcgm", "gauge", "max", 0, 1, "xid"),
+    # devices a node reports: one fewer than its peers (after its own reference) is evidence
+    MetricSpec(
+        GPU_COUNT, "dcgm", "gauge", "count", 0, None, "devices", ("DCGM_FI_DEV_GPU_TEMP", "{sel}")
+    ),
+    MetricSpec(
+        PORT_COUNT,
+        "node",
+        "gauge",
+        "count",
+        0,
+        None,
+        "devices",
+        ("node_infiniband_port_data_received_bytes_total", "{sel}"),
+    ),
     MetricSpec("node_memory_MemAvailable_bytes", "node", "gauge", "avg", 0, 2e12),
 )
 
@@ -95,9 +153,27 @@ BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}
 DCGM_BLANK = 1.4e14
 
 
+#: DCGM fields whose ``_TOTAL`` is a capacity (MiB), not a count since boot: gauges.
+_DCGM_CAPACITY = frozenset({"DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_BAR1_TOTAL"})
+
+
+def is_counter_name(name: str) -> bool:
+    """Whether a metric the catalog doesn't know is a counter, by its name.
+
+    Prometheus' convention is a lower-case ``_total`` suffix (names are case-sensitive, and the
+    OpenMetrics spec appends exactly ``_total``).  DCGM field names are upper-case: dcgm-exporter
+    types its ``*_TOTAL`` fields as counters (``DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL``,
+    ``*_ECC_*_TOTAL``, ``*_ERROR_COUNT_TOTAL`` in its default-counters.csv) except the memory
+    capacities (:data:`_DCGM_CAPACITY`).  Any other casing (``_Total``) is not a counter.
+    """
+    if name.endswith("_total"):
+        return True
+    return name.startswith("DCGM_") and name.endswith("_TOTAL") and name not in _DCGM_CAPACITY
+
+
 def spec_for(name: str) -> MetricSpec:
     """The catalog entry, or a gauge ranged by its data for a metric the catalog doesn't know."""
     if name in BY_NAME:
         return BY_NAME[name]
-    kind = "counter" if name.endswith("_total") else "gauge"
+    kind = "counter" if is_counter_name(name) else "gauge"
     return MetricSpec(name, "dcgm" if name.startswith("DCGM_") else "node", kind, "avg")

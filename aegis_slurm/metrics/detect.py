@@ -17,7 +17,7 @@ from scipy.ndimage import median_filter
 from scipy.stats import poisson
 
 from aegis_slurm.metrics.align import Aligned
-from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.metrics.catalog import HARDWARE_XIDS, spec_for
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,19 @@ class Params:
     gain: bool = True  # also read a node's reference offset as a gain (see :func:`corrected`)
     join: bool = True  # a late starter's reference and judging begin when it joined the job
     steady: bool = True  # the reference counts only steps with the job at its typical level
+    # family-wise false-alarm rate per job of the error-counter burst test (:func:`burst_mask`):
+    # 1 % -- an SRE tolerates about one needless look in a hundred healthy jobs; 0: off
+    burst_alpha: float = 0.01
+    # a node whose DCGM profiling fields blank out while its DEV fields report has no data on
+    # those fields (a paused profiler), not an absence (:func:`profiler_blank`)
+    profiler_pause: bool = True
+    # a finding on a metric the job drives in lock-step (catalog ``evidence = "coupled"``) needs
+    # a local metric of the same node to differ too, or its exporter to be gone
+    # (:func:`corroborated`)
+    corroborate: bool = True
+    # the last Xid read as a hardware-fault indicator; the GPU and IB port counts (catalog
+    # scales "xid" and "devices"); False: those metrics are not judged
+    device_evidence: bool = True
 
 
 @dataclass(frozen=True)
@@ -317,6 +330,75 @@ def event_scale(R: np.ndarray, window: float, hi: float) -> np.ndarray:
     return out
 
 
+def burst_mask(counts: np.ndarray, span: float, alpha: float, step: float) -> np.ndarray:
+    """Where a node's error count over the trailing ``span`` seconds is a burst: more than a
+    Poisson count at its *peers'* background rate explains, family-wise at ``alpha`` per job.
+
+    The background of node ``i`` is the pooled rate of the others (leave-one-out, so a culprit's
+    own burst does not raise its bar): their mean count per ``span`` over the job.  The bar is
+    the Poisson ``1 - alpha / m`` quantile, ``m`` = nodes x spans in the job (Bonferroni over
+    every node and every span the job has).  With error-free peers any event passes (the bar is
+    0, as before); with sparse benign increments everywhere (~1 per node-hour: a 256-node job
+    then holds a node with three in four minutes by chance) the bar rises to 3-5 events, while
+    a degraded link's 0.2-5 replays per second clears it a hundredfold.
+    """
+    n, T = counts.shape
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        per = np.nanmean(counts, axis=1)  # each node's mean count per span
+    per = np.nan_to_num(per)
+    lam = (per.sum() - per) / (n - 1) if n > 1 else per
+    spans = max(T * step / span, 1.0)
+    q = alpha / (n * spans)
+    bar = poisson.isf(q, np.maximum(lam, 0.0))  # largest count the background explains
+    bar = np.where(lam > 0, bar, 0.0)
+    return np.nan_to_num(counts) > bar[:, None]
+
+
+def hardware_xid(X: np.ndarray) -> np.ndarray:
+    """1 where the last Xid is a hardware fault's (catalog :data:`HARDWARE_XIDS`), else 0.
+
+    ``DCGM_FI_DEV_XID_ERRORS`` holds the *last* Xid since the host engine started, so a stale
+    code from an earlier job stays; the node's reference offset (its value at the job's start)
+    absorbs it, and only a new hardware Xid during the job moves the node from its peers.
+    """
+    codes = np.array(sorted(HARDWARE_XIDS), dtype=float)
+    out = np.isin(np.nan_to_num(X, nan=-1.0), codes).astype(float)
+    out[np.isnan(X)] = np.nan
+    return out
+
+
+def device_loss(X: np.ndarray) -> np.ndarray:
+    """1 where a node reports fewer devices (GPUs, IB ports) than its peers' median, else 0.
+
+    A device whose series vanish (a GPU off the bus, a NIC the OS lost) is the strongest local
+    evidence there is: the node stops reporting *part* of itself while its peers carry on.  A
+    node that always had fewer (a GPU out for repair) is corrected by its reference offset first.
+    """
+    med = peer_median(X)
+    with np.errstate(invalid="ignore"):
+        out = np.less(X, med[None, :] - 0.5).astype(float)
+    out[np.isnan(X)] = np.nan
+    return out
+
+
+def profiler_blank(aligned: Aligned, metric: str) -> np.ndarray | None:
+    """For a DCGM profiling field: where a node has no value while its DEV fields do.
+
+    ``dcgmi profile --pause`` (a user running Nsight, say) stops the profiling module only; the
+    node's ``DCGM_FI_PROF_*`` then read DCGM's blank (dropped by :mod:`align`) while clock,
+    power and utilisation carry on.  That is no data on those fields, not a node that stopped
+    reporting.  None for other metrics or without a DEV field to compare with.
+    """
+    if not metric.startswith("DCGM_FI_PROF_"):
+        return None
+    dev = [X for m, X in aligned.data.items() if m.startswith("DCGM_FI_DEV_")]
+    if not dev:
+        return None
+    alive = np.logical_or.reduce([~np.isnan(X) for X in dev])
+    return np.isnan(aligned.data[metric]) & alive
+
+
 def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
     """RMS of the deviation over the trailing ``w`` steps (a Euclidean distance per window)."""
     if w <= 1:
@@ -378,18 +460,32 @@ def continuity(c: np.ndarray, k: int) -> np.ndarray:
 
 
 def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
-    """Rates for counters, denoised: the metric in its own units, before any scaling."""
+    """Rates for counters, denoised: the metric in its own units, before any scaling.
+
+    An error counter's rate is kept only where its burst is more than the peers' background
+    explains (:func:`burst_mask`); the last Xid becomes a hardware-fault indicator
+    (:func:`hardware_xid`)."""
     spec = spec_for(metric)
     X = aligned.data[metric]
+    if spec.scale == "xid" and p.scales:
+        X = hardware_xid(X)
     if spec.kind == "counter":
         events = p.scales and spec.scale == "events"
+        raw = X
         X = to_rates(X, aligned.step, p.rate_window if events else p.throughput_rate_window)
+        if events and p.burst_alpha > 0:
+            span = max(p.continuity, p.rate_window)
+            counts = to_rates(raw, aligned.step, span) * span
+            burst = burst_mask(counts, span, p.burst_alpha, aligned.step)
+            X = np.where(burst | np.isnan(X), X, 0.0)  # an absence stays an absence
     return denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
 
 
 def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
     """Min-Max normalisation on the metric's scale (catalog ``scale``; docs/minder.md)."""
     spec = spec_for(metric)
+    if p.scales and spec.scale == "devices":
+        return device_loss(X)
     if not p.physical_range:
         return normalise(X)
     if p.scales and spec.scale == "events" and spec.hi is not None:
@@ -486,7 +582,23 @@ def detect_metric(
     ref: tuple[np.ndarray, float] | None = None,
 ) -> tuple[list[Finding], int]:
     """Minder on one metric: the nodes that stay far from their peers for ``p.continuity``."""
+    found, n, _ = _detect_metric(aligned, metric, p, ignore, ref)
+    return found, n
+
+
+def _detect_metric(
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    ignore: np.ndarray | None = None,
+    ref: tuple[np.ndarray, float] | None = None,
+) -> tuple[list[Finding], int, np.ndarray]:
+    """:func:`detect_metric`, and its candidate windows (nodes x steps) for corroboration."""
     dev, judged, since = deviation(aligned, metric, p, ignore, ref)
+    if p.profiler_pause:
+        blank = profiler_blank(aligned, metric)
+        if blank is not None:
+            dev = np.where(blank, 0.0, dev)
     step = aligned.step
     w = max(round(p.window / step), 1)
     dist = window_distance(dev, w)
@@ -506,7 +618,44 @@ def detect_metric(
         out.append(
             Finding(aligned.nodes[i], metric, float(aligned.times[j]), float(np.nanmax(run)))
         )
-    return out, int(ok.sum())
+    return out, int(ok.sum()), c
+
+
+def exporter_gone(aligned: Aligned, source: str) -> np.ndarray:
+    """Nodes x steps where a node has no sample of any metric of ``source``'s exporter while a
+    quorum of nodes has: the machine (or its exporter) stopped reporting -- local evidence."""
+    same = [X for m, X in aligned.data.items() if spec_for(m).source == source]
+    if not same:
+        return np.zeros((len(aligned.nodes), aligned.times.size), bool)
+    present = np.logical_or.reduce([~np.isnan(X) for X in same])
+    return ~present & (present.mean(axis=0) >= 0.5)[None, :]
+
+
+def corroborated(
+    finding: Finding,
+    row: int,
+    support: np.ndarray,
+    times: np.ndarray,
+    period: float,
+) -> Finding | None:
+    """A finding on a *coupled* metric, kept if the node's local evidence (``support``: its
+    windows as a candidate on a local metric, or with its exporter gone) shows within ``period``
+    of it, before or after -- one fault's symptoms are concurrent, a local blip half an hour
+    later is another matter; dated when both hold (None: not corroborated).
+
+    A synchronous job's throughputs (power, tensor duty, PCIe/NVLink/IB bytes) move together on
+    every node: a late starter's peers wait for it, a job-wide slowdown, a profiler pause, one
+    rack's cooling all move them on some node without a fault of that node's.  Minder's premise
+    is that a faulty machine's *own* metrics differ; a throughput alone says the job is slower,
+    not where.  A slow GPU also runs hot or clocks down, a dying link logs errors, a lost
+    machine stops reporting: a real fault shows on a local series too.
+    """
+    near = np.abs(times - finding.first_detected) <= period
+    at = np.flatnonzero(support[row] & near)
+    if at.size == 0:
+        return None
+    t = max(finding.first_detected, float(times[at[0]]))
+    return Finding(finding.node, finding.metric, t, finding.score)
 
 
 def detect(
@@ -520,14 +669,17 @@ def detect(
     Each node is reported once: at its earliest detection; on a tie, the higher-priority metric.
     ``offsets`` (metric -> ``{"level", "offsets": {node: offset}}``, from :func:`job_reference`)
     replaces the per-node reference taken from the window's own start, for a window that no
-    longer holds the job's.
+    longer holds the job's.  With ``p.corroborate``, a finding on a coupled metric stands only
+    with local evidence of the same node (:func:`corroborated`).
     """
     p = p or Params()
     metrics = [m for m in priority if m in aligned.data]
-    best: dict[str, Finding] = {}
+    if not p.device_evidence:
+        metrics = [m for m in metrics if spec_for(m).scale not in ("xid", "devices")]
     per_metric: dict[str, list[Finding]] = {}
     windows = 0
     never = never_exported(aligned)
+    local = np.zeros((len(aligned.nodes), aligned.times.size), bool)
     for m in metrics:
         ref = None
         if offsets is not None and p.baseline > 0:
@@ -537,10 +689,27 @@ def detect(
                 np.array([node_off.get(n, np.nan) for n in aligned.nodes], dtype=float),
                 float(r.get("level", np.nan)),
             )
-        found, n = detect_metric(aligned, m, p, never.get(m), ref)
+        found, n, c = _detect_metric(aligned, m, p, never.get(m), ref)
         windows = max(windows, n)
         per_metric[m] = found
-        for f in found:
+        if spec_for(m).evidence == "local":
+            local |= c
+    if p.corroborate:
+        row = {node: i for i, node in enumerate(aligned.nodes)}
+        gone = {src: exporter_gone(aligned, src) for src in {spec_for(m).source for m in metrics}}
+        for m in metrics:
+            spec = spec_for(m)
+            if spec.evidence != "coupled":
+                continue
+            support = local | gone[spec.source]
+            kept = [
+                corroborated(f, row[f.node], support, aligned.times, p.continuity)
+                for f in per_metric[m]
+            ]
+            per_metric[m] = [f for f in kept if f is not None]
+    best: dict[str, Finding] = {}
+    for m in metrics:
+        for f in per_metric[m]:
             if f.node not in best or f.first_detected < best[f.node].first_detected:
                 best[f.node] = f
     faulty = sorted(best.values(), key=lambda f: (f.first_detected, f.node))

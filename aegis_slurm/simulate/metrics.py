@@ -52,6 +52,9 @@ DCGM = (
     # its rate under the catalog's derived name (offline tables)
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
     "Hostname:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL:rate_min_gpu",
+    # the last Xid (no random draw either): 74 after an NVLink fault, 48 (double-bit ECC) after
+    # an ECC fault, 0 otherwise (NVIDIA's Xid catalogue)
+    "DCGM_FI_DEV_XID_ERRORS",
 )
 #: the lowest per-port IB receive rate (catalog.PORT_MIN, a PromQL ``min by (instance)
 #: (rate(...[1m]))`` over 8 ports): last, so the other series' random draws stay as they were
@@ -62,6 +65,8 @@ NODE = (
     "node_load1",
     "node_memory_MemAvailable_bytes",
     PORT_MIN,
+    # last, so every other series' random draws stay as they were
+    "node_infiniband_port_errors_received_total",
 )
 
 
@@ -141,7 +146,9 @@ def simulate_job(
                 _blip(name, v, ts, blip_node, blip_at, blip_len)
             if "pipeline" in benign:
                 _pipeline(name, v)
-            if "spikes" in benign and not name.endswith(("_total", "_COUNTER", "_TOTAL")):
+            if "spikes" in benign and not name.endswith(
+                ("_total", "_COUNTER", "_TOTAL", "_ERRORS")
+            ):
                 glitch = rng.random(v.shape) < 0.003
                 v = np.where(glitch, v * rng.uniform(0.3, 2.0, v.shape), v)
             ok = keep & ~_vanished(name, st)
@@ -205,6 +212,9 @@ def _metric(name: str, ts, st, rng, step) -> np.ndarray:
         rate = ramp * ~pause * ~hang * 120e9 * speed
         rate = np.where(fc & (fault == "nvlink"), rate * 0.5, rate)
         return rate if name.endswith(":rate_min_gpu") else _counter(rate, ts, rng, exact=True)
+    if name == "DCGM_FI_DEV_XID_ERRORS":  # no random draw (see DCGM)
+        code = {"nvlink": 74.0, "ecc": 48.0}.get(fault, 0.0)
+        return np.where(fc, code, 0.0)
     noise = rng.normal(0, 1, ts.shape)
     busy = ramp * ~pause * ~hang  # doing compute
     dead = fc & (fault in ("ecc", "cuda"))
@@ -247,6 +257,9 @@ def _metric(name: str, ts, st, rng, step) -> np.ndarray:
     if name == PORT_MIN:  # 8 ports; the flapping one is down 20 s of each 75 s: a 1-min rate -27 %
         v = (busy * 20e9 * speed + pause * 2e9) / 8 * (1 + 0.02 * noise)
         return np.where(fc & (fault == "aoc"), v * 0.73, v)
+    if name == "node_infiniband_port_errors_received_total":  # ~2 benign per node-hour
+        rate = np.where(fc & (fault == "aoc"), 0.5, 2 / 3600.0)
+        return _counter(rate, ts, rng)
     if name == "node_load1":
         return np.clip(2 + 22 * busy + 30 * pause + 1.5 * noise, 0, None)
     if name == "node_memory_MemAvailable_bytes":

@@ -6,7 +6,7 @@ import csv
 import json
 from pathlib import Path
 
-from aegis_slurm.metrics.catalog import DEFAULT_METRICS
+from aegis_slurm.metrics.catalog import BY_NAME, DEFAULT_METRICS, HARDWARE_XIDS, spec_for
 from aegis_slurm.metrics.priority import default_priority
 
 FIX = Path(__file__).parents[1] / "fixtures" / "metrics"
@@ -61,10 +61,42 @@ def test_shipped_priority_covers_the_catalog() -> None:
 def test_derived_metrics_read_a_shipped_series() -> None:
     # the lowest per-port IB rate and per-GPU NVLink rate are computed in PromQL from the
     # exporters' per-device counters, as they ship them (dcgm-exporter: in its default CSV)
+    # (a rate of a counter); the device counts count a shipped per-device series (any type)
     derived = [m for m in DEFAULT_METRICS if m.derived is not None]
-    assert len(derived) == 2
+    assert len(derived) == 4
     for m in derived:
         source, expr = m.derived
         shipped = dcgm_types() if m.source == "dcgm" else node_types()
-        assert shipped.get(source) == "counter", source
+        if m.agg == "count":
+            assert source in shipped and expr == "{sel}" and m.scale == "devices", m.name
+        else:
+            assert shipped.get(source) == "counter", source
         assert "{sel}" in expr and m.kind == "gauge"
+
+
+def test_counter_names_are_read_case_deliberately() -> None:
+    # Prometheus: exactly a lower-case ``_total``; DCGM: its upper-case ``*_TOTAL`` fields are
+    # counters in dcgm-exporter's CSV, but for the memory capacities
+    shipped = dcgm_types()
+    assert spec_for("my_job_steps_total").kind == "counter"
+    assert spec_for("my_job_steps_Total").kind == "gauge"
+    assert spec_for("node_foo_TOTAL").kind == "gauge"  # not a DCGM field: case-sensitive
+    for name in ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"):
+        assert spec_for(name).kind == "counter"
+    assert spec_for("DCGM_FI_DEV_FB_TOTAL").kind == "gauge"
+    assert spec_for("DCGM_FI_DEV_BAR1_TOTAL").kind == "gauge"
+    # every field the shipped CSV lists (commented or not) is typed as it types it, if it is
+    # not in the catalog already
+    text = (FIX / "dcgm-exporter-default-counters.csv").read_text().splitlines()
+    for line in text:
+        row = [c.strip() for c in line.lstrip("# ").split(",")]
+        typed = len(row) >= 2 and row[1] in ("gauge", "counter")
+        total = row[0].startswith("DCGM_FI_") and row[0].endswith(("_TOTAL", "_total"))
+        if typed and total and row[0] not in BY_NAME:
+            assert spec_for(row[0]).kind == row[1], row[0]
+    assert shipped["DCGM_FI_DEV_XID_ERRORS"] == "gauge"
+
+
+def test_hardware_xids_exclude_the_application_codes() -> None:
+    assert {48, 74, 79, 94}.issubset(HARDWARE_XIDS)
+    assert not {13, 31, 43, 45} & HARDWARE_XIDS

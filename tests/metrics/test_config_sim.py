@@ -26,12 +26,21 @@ def test_config_types_and_unknown_keys(tmp_path: Path) -> None:
     assert cfg.prom("http://p:9090").timeout == 5.0
     assert cfg.detector.threshold == 0.2 and cfg.watch.drain is True
     assert cfg.watch.guard["max_drained_nodes"] == 2 and cfg.watch.guard["window_minutes"] == 60
+    # the evidence mechanisms are [detector] keys like any other (docs/minder.md, "Evidence")
+    p.write_text(
+        "[detector]\nburst_alpha = 0\nprofiler_pause = false\ncorroborate = false\n"
+        "device_evidence = false\n"
+    )
+    d = load_config(p).detector
+    assert d.burst_alpha == 0.0 and not (d.profiler_pause or d.corroborate or d.device_evidence)
     for text, msg in (
         ("[detector]\nthreshold = 'high'\n", "threshold must be float"),
         ("[watch]\ndrain = 1\n", "drain must be bool"),
         ("[prometheus]\nnode_value = 'x:9100'\n", "must contain {node}"),
         ("[alerts]\n", "unknown section"),
         ("[watch.guard]\nmax = 1\n", "watch.guard"),
+        ("[detector]\ncorroborate = 0\n", "corroborate must be bool"),
+        ("[detector]\nburst = 0.01\n", "unknown key 'burst'"),
     ):
         p.write_text(text)
         with pytest.raises(ConfigError, match=msg):

@@ -290,7 +290,9 @@ def test_an_idle_by_design_gpu_stays_quiet_through_a_job_wide_slowdown() -> None
     a = Aligned(times, [f"n{i}" for i in range(10)], {"DCGM_FI_PROF_NVLINK_TX_BYTES": nvl}, 15.0)
     pri = ["DCGM_FI_PROF_NVLINK_TX_BYTES"]
     assert detect(a, pri, Params()).faulty == []
-    assert [f.node for f in detect(a, pri, Params(gain=False)).faulty] == ["n5"]
+    # (an NVLink throughput alone convicts no one: judged here without corroboration)
+    p = Params(gain=False, corroborate=False)
+    assert [f.node for f in detect(a, pri, p).faulty] == ["n5"]
 
 
 def test_the_reference_is_taken_with_the_job_at_its_level() -> None:

@@ -58,7 +58,12 @@ DETECTORS = {
     "lambda2delta": lambda a, pri: lambda_2delta(a, pri),
     "zscore": lambda a, pri: zscore_baseline(a, pri),
     "minder-no-reference": lambda a, pri: detect(a, pri, Params(baseline=0.0)),
-    "minder-physical-scales": lambda a, pri: detect(a, pri, Params(scales=False)),
+    # the scales' own effect, like for like without corroboration (which no longer convicts v1's
+    # throughput-only NVLink faults whatever the scale)
+    "minder-uncorroborated": lambda a, pri: detect(a, pri, Params(corroborate=False)),
+    "minder-physical-scales": lambda a, pri: detect(
+        a, pri, Params(scales=False, corroborate=False)
+    ),
 }
 
 
@@ -114,7 +119,7 @@ def test_the_per_node_reference_removes_offsets_and_idle_by_design_gpus(
 
 
 def test_the_per_metric_scales_find_the_small_faults(tallies: dict[str, Tally]) -> None:
-    m, p = tallies["minder"], tallies["minder-physical-scales"]
+    m, p = tallies["minder-uncorroborated"], tallies["minder-physical-scales"]
     print("minder-physical-scales", p.line())
     # PCIe downgrade (replays), NVLink at 30-70 % on one GPU: invisible on 0..32 GB/s, 0..300
     # GB/s and 0..50 replays/s
@@ -135,8 +140,11 @@ def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
 #: 3.8 min.  After the rework (docs/minder.md, "Accuracy"): minder 1.000 / 0.889 / 4.0 min (the
 #: three one-IB-port-of-eight jobs missed: v1 carries only the summed port counter); λ+2δ 0.218 /
 #: 0.815 / 10.1 min; z-score 0.191 / 0.667 / 4.0 min.  Floors: a little under what was seen
-#: (precision, recall, median delay in minutes).
-FLOOR = {"minder": (0.95, 0.85, 5.0)}
+#: (precision, recall, median delay in minutes).  Lowered on purpose (2026-11-23, session 5):
+#: recall 0.889 -> 0.778 with corroboration on (docs/minder.md, "Corroboration"): v1's three
+#: ``nvlink_errors`` jobs show only on NVLink *throughput* (no error counter, no Xid 74), which
+#: a coupled series alone no longer convicts; precision stays 1.000.  Floor 0.85 -> 0.75.
+FLOOR = {"minder": (0.95, 0.75, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_independent_corpus (docs/minder.md)
     import sys

@@ -1,0 +1,168 @@
+"""The detector's evidence mechanisms, each as a unit and each switched off once to show it matters:
+the error-counter burst test, the profiler pause, corroboration of coupled throughputs, the
+hardware Xid indicator and device counts (docs/minder.md, "Evidence")."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aegis_slurm.metrics.align import Aligned
+from aegis_slurm.metrics.catalog import GPU_COUNT, PORT_COUNT
+from aegis_slurm.metrics.detect import (
+    Finding,
+    Params,
+    burst_mask,
+    corroborated,
+    detect,
+    device_loss,
+    exporter_gone,
+    hardware_xid,
+    profiler_blank,
+)
+
+STEP = 15.0
+TIMES = 1e9 + STEP * np.arange(240)  # an hour at 15 s
+NODES = [f"n{i:02d}" for i in range(16)]
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+CLOCK = "DCGM_FI_DEV_SM_CLOCK"
+TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+REPLAY = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
+XID = "DCGM_FI_DEV_XID_ERRORS"
+
+
+def busy(rng: np.random.Generator, level: float, noise: float) -> np.ndarray:
+    return level * rng.normal(1.0, noise, (len(NODES), TIMES.size))
+
+
+def names(result) -> list[str]:
+    return sorted(f.node for f in result.faulty)
+
+
+# ---- the error-counter burst test -----------------------------------------------------------
+
+
+def test_burst_bar_rises_with_the_peers_background_and_not_with_the_culprit() -> None:
+    counts = np.zeros((16, 240))
+    counts[3, 100] = 1.0
+    assert burst_mask(counts, 240.0, 0.01, STEP).sum() == 1  # error-free peers: any event
+    sparse = np.full((16, 240), 0.07)  # ~1 per node-hour in a 4-minute span
+    c = sparse.copy()
+    c[3, 100] = 3.0  # three in four minutes on one node: chance over 16 nodes x an hour
+    assert not burst_mask(c, 240.0, 0.01, STEP)[3, 100]
+    c[3, 100:] = 60.0  # a degraded link: a replay every 4 s
+    m = burst_mask(c, 240.0, 0.01, STEP)
+    assert m[3, 100:].all() and not m[np.arange(16) != 3].any()
+
+
+def test_sparse_benign_replays_everywhere_convict_no_one_but_a_burst_does() -> None:
+    # a 1,024-node job scraped every 60 s for 40 minutes, one benign replay per node-hour: some
+    # node catches two in four minutes by chance, which lasts the continuity at that scrape
+    rng = np.random.default_rng(0)
+    times = 1e9 + 60.0 * np.arange(40)
+    nodes = [f"n{i:04d}" for i in range(1024)]
+    X = np.cumsum(rng.poisson(1 / 60, (1024, times.size)), axis=1).astype(float)
+    a = Aligned(times, nodes, {REPLAY: X}, 60.0)
+    assert detect(a, [REPLAY], Params()).faulty == []
+    assert detect(a, [REPLAY], Params(burst_alpha=0)).faulty  # the test is what keeps it quiet
+    X[700, 20:] += np.cumsum(np.full(20, 60.0))  # a degraded link: a replay per second
+    found = detect(Aligned(times, nodes, {REPLAY: X}, 60.0), [REPLAY], Params()).faulty
+    assert [f.node for f in found] == ["n0700"]
+
+
+# ---- the profiler pause -----------------------------------------------------------------------
+
+
+def test_a_paused_profiler_is_no_data_not_an_absence() -> None:
+    rng = np.random.default_rng(2)
+    tensor = busy(rng, 0.4, 0.02)
+    tensor[4, 100:140] = np.nan  # dcgmi profile --pause for 10 minutes
+    clock = busy(rng, 1410, 0.005)
+    a = Aligned(TIMES, NODES, {TENSOR: tensor, CLOCK: clock}, STEP)
+    blank = profiler_blank(a, TENSOR)
+    assert blank is not None and blank[4, 100:140].all() and blank.sum() == 40
+    assert profiler_blank(a, CLOCK) is None
+    assert detect(a, [TENSOR, CLOCK], Params(corroborate=False)).faulty == []
+    off = Params(corroborate=False, profiler_pause=False)
+    assert names(detect(a, [TENSOR, CLOCK], off)) == ["n04"]
+
+
+def test_a_node_gone_from_every_dcgm_field_is_still_absent() -> None:
+    rng = np.random.default_rng(3)
+    tensor, clock = busy(rng, 0.4, 0.02), busy(rng, 1410, 0.005)
+    tensor[4, 100:], clock[4, 100:] = np.nan, np.nan  # the exporter (or machine) is gone
+    a = Aligned(TIMES, NODES, {TENSOR: tensor, CLOCK: clock}, STEP)
+    assert not profiler_blank(a, TENSOR).any()
+    assert exporter_gone(a, "dcgm")[4, 100:].all()
+    assert names(detect(a, [TENSOR, CLOCK], Params())) == ["n04"]
+
+
+# ---- corroboration --------------------------------------------------------------------------
+
+
+def test_a_coupled_throughput_alone_convicts_no_one() -> None:
+    rng = np.random.default_rng(4)
+    power = busy(rng, 600, 0.01)
+    power[9, 120:] *= 0.6  # e.g. its ranks wait longer for a late peer: the job's symptom
+    clock = busy(rng, 1980, 0.003)
+    a = Aligned(TIMES, NODES, {POWER: power, CLOCK: clock}, STEP)
+    assert detect(a, [POWER, CLOCK], Params()).faulty == []
+    assert names(detect(a, [POWER, CLOCK], Params(corroborate=False))) == ["n09"]
+    # with its own clock down too (a power brake), it is the node's fault: found on power
+    clock[9, 124:] *= 0.6
+    a = Aligned(TIMES, NODES, {POWER: power, CLOCK: clock}, STEP)
+    found = detect(a, [POWER, CLOCK], Params())
+    assert names(found) == ["n09"]
+    assert [f.node for f in found.per_metric[POWER]] == ["n09"]
+
+
+def test_corroboration_dates_a_finding_when_both_hold() -> None:
+    f = Finding("n1", POWER, TIMES[100], 0.5)
+    support = np.zeros((2, TIMES.size), bool)
+    assert corroborated(f, 1, support, TIMES, 240.0) is None
+    support[1, 110] = True  # local evidence 150 s later: dated then
+    assert corroborated(f, 1, support, TIMES, 240.0).first_detected == TIMES[110]
+    support[1, 90] = True  # local evidence just before: dated at the coupled finding
+    assert corroborated(f, 1, support, TIMES, 240.0).first_detected == TIMES[100]
+    support[1, :] = False
+    support[1, [10, 130]] = True  # long before or long after (> one continuity): unrelated
+    assert corroborated(f, 1, support, TIMES, 240.0) is None
+    assert corroborated(f, 0, support, TIMES, 240.0) is None  # another node's evidence
+
+
+# ---- Xid and device counts -----------------------------------------------------------------
+
+
+def test_hardware_xid_indicator() -> None:
+    X = np.array([[0, 13, 43, 74, 79, 94, np.nan]])
+    np.testing.assert_array_equal(hardware_xid(X), [[0, 0, 0, 1, 1, 1, np.nan]])
+
+
+def test_a_new_hardware_xid_is_found_and_a_stale_one_is_not() -> None:
+    xid = np.zeros((16, TIMES.size))
+    xid[2, :] = 74  # an NVLink Xid from before the job: the node's normal here
+    xid[11, 150:] = 94  # a contained ECC error during the job
+    xid[5, 150:] = 13  # an application's graphics exception: not the machine's
+    a = Aligned(TIMES, NODES, {XID: xid}, STEP)
+    assert names(detect(a, [XID], Params())) == ["n11"]
+    assert detect(a, [XID], Params(device_evidence=False)).faulty == []
+
+
+def test_a_lost_device_is_found_and_a_node_that_always_had_fewer_is_not() -> None:
+    ports = np.full((16, TIMES.size), 8.0)
+    ports[6, :] = 7.0  # a port out for repair since before the job
+    ports[13, 150:] = 7.0  # a NIC the OS lost during the job
+    gpus = np.full((16, TIMES.size), 8.0)
+    gpus[0, 170:] = 7.0  # Xid 79: a GPU off the bus
+    a = Aligned(TIMES, NODES, {PORT_COUNT: ports, GPU_COUNT: gpus}, STEP)
+    found = detect(a, [GPU_COUNT, PORT_COUNT], Params())
+    assert names(found) == ["n00", "n13"]
+    assert device_loss(np.array([[8.0, 8], [7, 8], [8, np.nan]]))[1, 0] == 1.0
+
+
+def test_two_culprits_on_one_metric_are_both_found() -> None:
+    rng = np.random.default_rng(5)
+    clock = busy(rng, 1410, 0.005)
+    clock[3, 100:] *= 0.6  # a stuck clock
+    clock[12, 160:] *= 0.7  # a second, later
+    a = Aligned(TIMES, NODES, {CLOCK: clock}, STEP)
+    assert names(detect(a, [CLOCK], Params())) == ["n03", "n12"]
