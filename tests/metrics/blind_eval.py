@@ -5,7 +5,7 @@ with their shipped defaults.  Nothing here is tuned; it only reads a corpus and 
 Per node: the catalog's metrics, each aggregated over its devices by the catalog's function (the
 corpus's own ``aggregate``, a PromQL ``agg by (instance)`` over raw totals for counters); a
 derived metric (the lowest per-port or per-GPU rate) computed from its exporter series as its
-PromQL does.
+PromQL does (a device count: the series with a sample at that scrape).
 
 Scoring: a culprit flagged at or after its onset is a true positive (one per culprit; a job may
 have two); any other node flagged, or a culprit flagged before its onset, is a false positive.
@@ -58,12 +58,19 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
         if spec.derived is None:
             continue
         source, expr = spec.derived
+        series = raw.filter(pl.col("metric") == source)
+        if spec.agg == "count" and expr == "{sel}":  # count by (node) (series): devices reporting
+            frames.append(
+                series.group_by("node", "time")
+                .agg(pl.col("value").count().cast(pl.Float64))
+                .with_columns(metric=pl.lit(spec.name))
+            )
+            continue
         if not expr.startswith("rate("):  # a new derived shape needs its PromQL modelled here
             raise NotImplementedError(f"{spec.name}: {expr}")
         interval = job.dcgm_interval if spec.source == "dcgm" else job.node_interval
         # query_expr's range: at least four scrapes and at least a minute
         window = max(60.0, 4 * float(interval))
-        series = raw.filter(pl.col("metric") == source)
         frames.append(
             per_device_rate(series, window, spec.agg).with_columns(metric=pl.lit(spec.name))
         )
@@ -104,7 +111,7 @@ def per_device_rate(series: pl.DataFrame, window: float, agg: str) -> pl.DataFra
     return rated.group_by("node", "time").agg(getattr(pl.col("value"), agg)())
 
 
-def evaluate(jobs: Iterable[Any], aggregate: Aggregate) -> dict[str, Tally]:
+def evaluate_jobs(jobs: Iterable[Any], aggregate: Aggregate) -> dict[str, Tally]:
     """Every detector over every job; counts per detector."""
     pri = default_priority()
     out = {name: Tally() for name in DETECTORS}
