@@ -117,7 +117,8 @@ CASES: list[tuple[str, int | None]] = [
     ("minder detect MISSING", None),
     ("minder detect --prometheus http://127.0.0.1:9 --job 12 --nodes n[1-2]", None),
     ("minder fit GARBAGE", None),
-    ("minder watch --prometheus http://127.0.0.1:9 --interval -1 --once", None),
+    ("minder watch --prometheus http://127.0.0.1:9 --interval -1 --once", EXIT_USAGE),
+    ("minder watch --prometheus http://127.0.0.1:9 --interval 0", EXIT_USAGE),
     ("diagnose 12 --logs GARBAGE --spool NOTSTORE", None),
     ("diagnose 12 --prometheus http://127.0.0.1:9 --spool NOTSTORE --nodes n[1-2]", None),
 ]

@@ -197,7 +197,12 @@ def fit_cmd(labels: Path, out: Path) -> None:
 
 @minder.command("watch")
 @click.option("--prometheus", "url", required=True, help="Prometheus base URL.")
-@click.option("--interval", type=float, default=None, help="Seconds between passes [60].")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between passes (> 0) [60].",
+)
 @click.option("--once", is_flag=True, help="One pass, then exit (for cron or a test).")
 @_config_opt
 def watch_cmd(url: str, interval: float | None, once: bool, config_path: Path | None) -> None:
