@@ -35,6 +35,20 @@ In synchronous training a slow or hung node slows or hangs every node, so job-wi
 (Xid, error counters, clocks, temperatures, vanished series, host memory/load), which is at
 least several peer standard deviations away for >= 8 minutes after onset (fair to an SRE).
 
+Assumptions (GUESS = no source gave the number; details in the README):
+
+* GPU_UTIL counts NCCL kernels spinning on a slow/dead peer as busy, so in a hang every healthy
+  GPU shows ~100 % while power, tensor activity and traffic collapse (GUESS on magnitudes).
+* Traffic (NVLink, PCIe, IB/RoCE) and host CPU follow the job's step rate; compute-side gauges
+  (power, clocks, tensor/DRAM activity, temperature) follow local compute, so a bottleneck GPU
+  runs flat out while its peers wait (GUESS: linear models in ``_physics``).
+* Magnitudes of faults (error rates, clock/power factors, leak rates, slowdowns) are GUESSes
+  chosen so the culprit's own series sit many peer-MADs away for >= 8 min; onsets are >= 3 min
+  after warm-up and >= 10 min before the window end.
+* ``node_cpu_seconds_total`` is emitted per mode (user/system/iowait) summed over CPUs
+  (``device`` = mode); ``idle`` is omitted because summed over modes it is constant.
+* Elastic leaves/joins and late starters are healthy: the job continues at full speed.
+
 API: ``jobs(seed)``, ``Job.raw`` (long DataFrame: time, node, metric, device, value),
 ``aggregate(raw, agg_for)``, ``table(jobs)``, ``FAULT_KINDS``, ``BENIGN_KINDS``.
 """
@@ -835,9 +849,12 @@ def _physics(s: _State, site: Site, rng: np.random.Generator) -> dict[str, np.nd
     fb_used = np.clip(fb_used + rng.normal(0, 40, (N, D, G)) * (fb_used > 1000), 0, None)
     fb_used = np.round(np.where(fb_used < 1, 0.0, fb_used), 0).astype(f32)
     ckpt = s.ckpt[None, None, :] * pres
-    pcie_rx = (1.2e9 * C + 0.4e9 * ckpt) * s.pcie * (1 + rng.normal(0, 0.06, (N, D, G)))
-    pcie_tx = (0.35e9 * C + 9e9 * ckpt) * s.pcie * (1 + rng.normal(0, 0.06, (N, D, G)))
-    nvl = gpu.nvlink_gbs * 1e9 * C * s.nvl * (1 + rng.normal(0, 0.04, (N, D, G)))
+    # traffic follows the job's step rate (every rank exchanges the same bytes per step),
+    # not the local compute intensity: a bottleneck GPU computes longer, it does not send more
+    step = ((s.work * s.speed) * ~s.hang)[None, None, :] * live * (s.u_mul > 0)
+    pcie_rx = (1.2e9 * step + 0.4e9 * ckpt) * s.pcie * (1 + rng.normal(0, 0.06, (N, D, G)))
+    pcie_tx = (0.35e9 * step + 9e9 * ckpt) * s.pcie * (1 + rng.normal(0, 0.06, (N, D, G)))
+    nvl = gpu.nvlink_gbs * 1e9 * step * s.nvl * (1 + rng.normal(0, 0.04, (N, D, G)))
     return {
         "U": U,
         "C": C,
@@ -944,8 +961,8 @@ def _render(job: Job) -> pl.DataFrame:
 
     # ---- host series
     ncpu = site.cpus
-    Cn = C.mean(axis=1)  # (N, G)
     pres = s.present & ~s.dead[None, :]
+    Cn = (s.work * s.speed * ~s.hang)[None, :] * pres  # host work follows the step rate
     ck = s.ckpt[None, :] * pres
     user = ncpu * (0.05 + 0.12 * Cn) + s.user_add + 3 * (pres & (s.fbj < 1)[None, :])
     system = ncpu * 0.02 + 0.02 * ncpu * ck + s.sys_add
