@@ -1,6 +1,7 @@
 """The detectors on corpus v4 (``corpus_v4.py``), written blind in session 5: its author read
 neither the detector, its priority table, the simulator, the docs nor corpora v1-v3, and the
-detectors' authors never read v4.  Scored by ``blind_eval`` with shipped defaults; nothing is tuned here.
+detectors' authors never read v4.  Scored by ``blind_eval`` with shipped defaults; nothing is
+tuned here.
 """
 
 from __future__ import annotations
