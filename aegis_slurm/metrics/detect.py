@@ -65,6 +65,10 @@ class Params:
     # the last Xid read as a hardware-fault indicator; the GPU and IB port counts (catalog
     # scales "xid" and "devices"); False: those metrics are not judged
     device_evidence: bool = True
+    # an error counter's continuity counts from its first increment, not from its rate: the rate
+    # over ``rate_window`` shows a burst of d seconds for d + rate_window, so a flap that stops
+    # within the continuity would otherwise pass it (:func:`event_steps`); False: as before
+    event_continuity: bool = True
 
 
 @dataclass(frozen=True)
@@ -437,6 +441,22 @@ def simultaneous_bound(
     return hits[near <= max_nodes]
 
 
+def event_steps(metric: str, p: Params, step: float) -> int:
+    """Windows in a row that make a finding: ``continuity / step``, plus ``rate_window / step`` on
+    an error counter (catalog scale ``events``) with ``p.event_continuity``.
+
+    Minder's continuity asks that a fault *last* about 4 minutes.  A counter's rate over the
+    trailing ``rate_window`` (Prometheus ``rate(x[2m])``) stays above zero for ``rate_window``
+    after the last increment, so a 2-minute burst of link errors looks 4 minutes long; adding the
+    window back measures the burst itself: errors must still be arriving a continuity after
+    they began.
+    """
+    k = p.continuity
+    if p.event_continuity and p.scales and spec_for(metric).scale == "events":
+        k += p.rate_window
+    return max(round(k / step), 1)
+
+
 def continuity(c: np.ndarray, k: int) -> np.ndarray:
     """Index of the first window where each node has been a candidate ``k`` windows in a row, or -1.
 
@@ -609,7 +629,7 @@ def _detect_metric(
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
     c = candidates(dist, p.threshold, p.max_share)
-    k = max(round(p.continuity / step), 1)
+    k = event_steps(metric, p, step)
     first = continuity(c, k)
     out = []
     for i in simultaneous_bound(first, aligned.times, p.continuity, p.max_nodes):

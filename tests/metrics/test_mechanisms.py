@@ -63,10 +63,24 @@ def test_sparse_benign_replays_everywhere_convict_no_one_but_a_burst_does() -> N
     X = np.cumsum(rng.poisson(1 / 60, (1024, times.size)), axis=1).astype(float)
     a = Aligned(times, nodes, {REPLAY: X}, 60.0)
     assert detect(a, [REPLAY], Params()).faulty == []
-    assert detect(a, [REPLAY], Params(burst_alpha=0)).faulty  # the test is what keeps it quiet
+    # the burst test is what keeps it quiet (the event continuity alone does too: two replays
+    # in a minute stop long before the continuity, so it is switched off here to show the test)
+    assert detect(a, [REPLAY], Params(burst_alpha=0, event_continuity=False)).faulty
+    assert detect(a, [REPLAY], Params(event_continuity=False)).faulty == []
     X[700, 20:] += np.cumsum(np.full(20, 60.0))  # a degraded link: a replay per second
     found = detect(Aligned(times, nodes, {REPLAY: X}, 60.0), [REPLAY], Params()).faulty
     assert [f.node for f in found] == ["n0700"]
+
+
+def test_a_burst_that_stops_within_the_continuity_is_a_blip() -> None:
+    # error-free peers; n03 logs a replay every 15 s for 3 minutes (a flap that ends), n07 for
+    # 6 minutes (a link that stays bad): the 2-minute rate window stretches the flap to 5 minutes
+    X = np.zeros((len(NODES), TIMES.size))
+    X[3, 80:] += np.cumsum(np.r_[np.ones(12), np.zeros(TIMES.size - 92)])
+    X[7, 150:] += np.cumsum(np.r_[np.ones(24), np.zeros(TIMES.size - 174)])
+    a = Aligned(TIMES, NODES, {REPLAY: X}, STEP)
+    assert names(detect(a, [REPLAY], Params())) == ["n07"]
+    assert names(detect(a, [REPLAY], Params(event_continuity=False))) == ["n03", "n07"]
 
 
 # ---- the profiler pause -----------------------------------------------------------------------
