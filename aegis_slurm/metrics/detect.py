@@ -69,6 +69,10 @@ class Params:
     # over ``rate_window`` shows a burst of d seconds for d + rate_window, so a flap that stops
     # within the continuity would otherwise pass it (:func:`event_steps`); False: as before
     event_continuity: bool = True
+    # local evidence for corroboration is *measured*: a local candidate window counts only where
+    # the node has every sample of that metric in the window, and an exporter gone only once it
+    # has been gone for the continuity (:func:`measured_support`); a lost scrape is neither
+    measured_evidence: bool = True
 
 
 @dataclass(frozen=True)
@@ -651,6 +655,32 @@ def exporter_gone(aligned: Aligned, source: str) -> np.ndarray:
     return ~present & (present.mean(axis=0) >= 0.5)[None, :]
 
 
+def sustained(mask: np.ndarray, k: int) -> np.ndarray:
+    """Where ``mask`` has held for at least ``k`` steps in a row (nodes x steps)."""
+    n, T = mask.shape
+    idx = np.arange(T)[None, :].repeat(n, axis=0)
+    last_false = np.maximum.accumulate(np.where(~mask, idx, -1), axis=1)
+    return (idx - last_false) >= k
+
+
+def measured_support(c: np.ndarray, X: np.ndarray, w: int) -> np.ndarray:
+    """A local metric's candidate windows (``c``) in which the node has every sample of ``X``
+    over the window's ``w`` steps: a measured difference, not a gap.
+
+    A lost scrape blanks *every* series of that exporter on that node for a step; the distance
+    then reads the absence as far from the peers on all of them at once, and one such window
+    was corroborating coupled dips (v3, seen: IB bytes in checkpoint pauses, power and PCIe TX
+    beside another node's fault).  A machine that really stopped reporting is
+    :func:`exporter_gone` for the continuity instead.
+    """
+    gap = np.isnan(X).astype(float)
+    if w > 1:
+        cs = np.cumsum(np.pad(gap, ((0, 0), (1, 0))), axis=1)
+        lo = np.maximum(np.arange(1, X.shape[1] + 1) - w, 0)
+        gap = cs[:, 1:] - cs[:, lo]
+    return c & (gap == 0)
+
+
 def corroborated(
     finding: Finding,
     row: int,
@@ -713,10 +743,16 @@ def detect(
         windows = max(windows, n)
         per_metric[m] = found
         if spec_for(m).evidence == "local":
+            if p.measured_evidence:
+                w = max(round(p.window / aligned.step), 1)
+                c = measured_support(c, aligned.data[m], w)
             local |= c
     if p.corroborate:
         row = {node: i for i, node in enumerate(aligned.nodes)}
         gone = {src: exporter_gone(aligned, src) for src in {spec_for(m).source for m in metrics}}
+        if p.measured_evidence:
+            k = max(round(p.continuity / aligned.step), 1)
+            gone = {src: sustained(g, k) for src, g in gone.items()}
         for m in metrics:
             spec = spec_for(m)
             if spec.evidence != "coupled":

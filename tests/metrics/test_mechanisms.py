@@ -17,7 +17,9 @@ from aegis_slurm.metrics.detect import (
     device_loss,
     exporter_gone,
     hardware_xid,
+    measured_support,
     profiler_blank,
+    sustained,
 )
 
 STEP = 15.0
@@ -127,6 +129,27 @@ def test_a_coupled_throughput_alone_convicts_no_one() -> None:
     found = detect(a, [POWER, CLOCK], Params())
     assert names(found) == ["n09"]
     assert [f.node for f in found.per_metric[POWER]] == ["n09"]
+
+
+def test_a_lost_scrape_is_no_local_evidence() -> None:
+    rng = np.random.default_rng(4)
+    power = busy(rng, 600, 0.01)
+    power[9, 120:] *= 0.6  # a coupled dip: the job's symptom, not n09's fault
+    clock = busy(rng, 1980, 0.003)
+    power[9, 125], clock[9, 125] = np.nan, np.nan  # one lost dcgm scrape on n09 during it
+    a = Aligned(TIMES, NODES, {POWER: power, CLOCK: clock}, STEP)
+    assert detect(a, [POWER, CLOCK], Params()).faulty == []
+    assert names(detect(a, [POWER, CLOCK], Params(measured_evidence=False))) == ["n09"]
+
+
+def test_measured_support_and_sustained() -> None:
+    c = np.ones((1, 8), bool)
+    X = np.ones((1, 8))
+    X[0, 3] = np.nan
+    # windows of 2 steps: those holding step 3 (ending at 3 and 4) are a gap, not a difference
+    assert measured_support(c, X, 2).tolist() == [[1, 1, 1, 0, 0, 1, 1, 1]]
+    m = np.array([[0, 1, 1, 0, 1, 1, 1, 1]], bool)
+    assert sustained(m, 3).tolist() == [[0, 0, 0, 0, 0, 0, 1, 1]]
 
 
 def test_corroboration_dates_a_finding_when_both_hold() -> None:
