@@ -143,6 +143,7 @@ def accuracy(jobs_per_fault: int) -> dict[str, dict[str, float]]:
             "minder_no_profiler_pause": lambda a: detect(a, PRI, Params(profiler_pause=False)),
             "minder_no_corroboration": lambda a: detect(a, PRI, Params(corroborate=False)),
             "minder_no_device_evidence": lambda a: detect(a, PRI, Params(device_evidence=False)),
+            "minder_no_event_continuity": lambda a: detect(a, PRI, Params(event_continuity=False)),
             "lambda_2delta": lambda a: lambda_2delta(a, METRICS),
             "zscore_4min": lambda a: zscore_baseline(a, METRICS),
         }

@@ -65,6 +65,14 @@ class Params:
     # the last Xid read as a hardware-fault indicator; the GPU and IB port counts (catalog
     # scales "xid" and "devices"); False: those metrics are not judged
     device_evidence: bool = True
+    # an error counter's continuity counts from its first increment, not from its rate: the rate
+    # over ``rate_window`` shows a burst of d seconds for d + rate_window, so a flap that stops
+    # within the continuity would otherwise pass it (:func:`event_steps`); False: as before
+    event_continuity: bool = True
+    # local evidence for corroboration is *measured*: a local candidate window counts only where
+    # the node has every sample of that metric in the window, and an exporter gone only once it
+    # has been gone for the continuity (:func:`measured_support`); a lost scrape is neither
+    measured_evidence: bool = True
 
 
 @dataclass(frozen=True)
@@ -437,6 +445,22 @@ def simultaneous_bound(
     return hits[near <= max_nodes]
 
 
+def event_steps(metric: str, p: Params, step: float) -> int:
+    """Windows in a row that make a finding: ``continuity / step``, plus ``rate_window / step`` on
+    an error counter (catalog scale ``events``) with ``p.event_continuity``.
+
+    Minder's continuity asks that a fault *last* about 4 minutes.  A counter's rate over the
+    trailing ``rate_window`` (Prometheus ``rate(x[2m])``) stays above zero for ``rate_window``
+    after the last increment, so a 2-minute burst of link errors looks 4 minutes long; adding the
+    window back measures the burst itself: errors must still be arriving a continuity after
+    they began.
+    """
+    k = p.continuity
+    if p.event_continuity and p.scales and spec_for(metric).scale == "events":
+        k += p.rate_window
+    return max(round(k / step), 1)
+
+
 def continuity(c: np.ndarray, k: int) -> np.ndarray:
     """Index of the first window where each node has been a candidate ``k`` windows in a row, or -1.
 
@@ -609,7 +633,7 @@ def _detect_metric(
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
     c = candidates(dist, p.threshold, p.max_share)
-    k = max(round(p.continuity / step), 1)
+    k = event_steps(metric, p, step)
     first = continuity(c, k)
     out = []
     for i in simultaneous_bound(first, aligned.times, p.continuity, p.max_nodes):
@@ -629,6 +653,32 @@ def exporter_gone(aligned: Aligned, source: str) -> np.ndarray:
         return np.zeros((len(aligned.nodes), aligned.times.size), bool)
     present = np.logical_or.reduce([~np.isnan(X) for X in same])
     return ~present & (present.mean(axis=0) >= 0.5)[None, :]
+
+
+def sustained(mask: np.ndarray, k: int) -> np.ndarray:
+    """Where ``mask`` has held for at least ``k`` steps in a row (nodes x steps)."""
+    n, T = mask.shape
+    idx = np.arange(T)[None, :].repeat(n, axis=0)
+    last_false = np.maximum.accumulate(np.where(~mask, idx, -1), axis=1)
+    return (idx - last_false) >= k
+
+
+def measured_support(c: np.ndarray, X: np.ndarray, w: int) -> np.ndarray:
+    """A local metric's candidate windows (``c``) in which the node has every sample of ``X``
+    over the window's ``w`` steps: a measured difference, not a gap.
+
+    A lost scrape blanks *every* series of that exporter on that node for a step; the distance
+    then reads the absence as far from the peers on all of them at once, and one such window
+    was corroborating coupled dips (v3, seen: IB bytes in checkpoint pauses, power and PCIe TX
+    beside another node's fault).  A machine that really stopped reporting is
+    :func:`exporter_gone` for the continuity instead.
+    """
+    gap = np.isnan(X).astype(float)
+    if w > 1:
+        cs = np.cumsum(np.pad(gap, ((0, 0), (1, 0))), axis=1)
+        lo = np.maximum(np.arange(1, X.shape[1] + 1) - w, 0)
+        gap = cs[:, 1:] - cs[:, lo]
+    return c & (gap == 0)
 
 
 def corroborated(
@@ -693,10 +743,16 @@ def detect(
         windows = max(windows, n)
         per_metric[m] = found
         if spec_for(m).evidence == "local":
+            if p.measured_evidence:
+                w = max(round(p.window / aligned.step), 1)
+                c = measured_support(c, aligned.data[m], w)
             local |= c
     if p.corroborate:
         row = {node: i for i, node in enumerate(aligned.nodes)}
         gone = {src: exporter_gone(aligned, src) for src in {spec_for(m).source for m in metrics}}
+        if p.measured_evidence:
+            k = max(round(p.continuity / aligned.step), 1)
+            gone = {src: sustained(g, k) for src, g in gone.items()}
         for m in metrics:
             spec = spec_for(m)
             if spec.evidence != "coupled":

@@ -29,10 +29,11 @@ def test_config_types_and_unknown_keys(tmp_path: Path) -> None:
     # the evidence mechanisms are [detector] keys like any other (docs/minder.md, "Evidence")
     p.write_text(
         "[detector]\nburst_alpha = 0\nprofiler_pause = false\ncorroborate = false\n"
-        "device_evidence = false\n"
+        "device_evidence = false\nevent_continuity = false\nmeasured_evidence = false\n"
     )
     d = load_config(p).detector
     assert d.burst_alpha == 0.0 and not (d.profiler_pause or d.corroborate or d.device_evidence)
+    assert not (d.event_continuity or d.measured_evidence)
     for text, msg in (
         ("[detector]\nthreshold = 'high'\n", "threshold must be float"),
         ("[watch]\ndrain = 1\n", "drain must be bool"),

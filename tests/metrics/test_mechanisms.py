@@ -17,7 +17,9 @@ from aegis_slurm.metrics.detect import (
     device_loss,
     exporter_gone,
     hardware_xid,
+    measured_support,
     profiler_blank,
+    sustained,
 )
 
 STEP = 15.0
@@ -63,10 +65,24 @@ def test_sparse_benign_replays_everywhere_convict_no_one_but_a_burst_does() -> N
     X = np.cumsum(rng.poisson(1 / 60, (1024, times.size)), axis=1).astype(float)
     a = Aligned(times, nodes, {REPLAY: X}, 60.0)
     assert detect(a, [REPLAY], Params()).faulty == []
-    assert detect(a, [REPLAY], Params(burst_alpha=0)).faulty  # the test is what keeps it quiet
+    # the burst test is what keeps it quiet (the event continuity alone does too: two replays
+    # in a minute stop long before the continuity, so it is switched off here to show the test)
+    assert detect(a, [REPLAY], Params(burst_alpha=0, event_continuity=False)).faulty
+    assert detect(a, [REPLAY], Params(event_continuity=False)).faulty == []
     X[700, 20:] += np.cumsum(np.full(20, 60.0))  # a degraded link: a replay per second
     found = detect(Aligned(times, nodes, {REPLAY: X}, 60.0), [REPLAY], Params()).faulty
     assert [f.node for f in found] == ["n0700"]
+
+
+def test_a_burst_that_stops_within_the_continuity_is_a_blip() -> None:
+    # error-free peers; n03 logs a replay every 15 s for 3 minutes (a flap that ends), n07 for
+    # 6 minutes (a link that stays bad): the 2-minute rate window stretches the flap to 5 minutes
+    X = np.zeros((len(NODES), TIMES.size))
+    X[3, 80:] += np.cumsum(np.r_[np.ones(12), np.zeros(TIMES.size - 92)])
+    X[7, 150:] += np.cumsum(np.r_[np.ones(24), np.zeros(TIMES.size - 174)])
+    a = Aligned(TIMES, NODES, {REPLAY: X}, STEP)
+    assert names(detect(a, [REPLAY], Params())) == ["n07"]
+    assert names(detect(a, [REPLAY], Params(event_continuity=False))) == ["n03", "n07"]
 
 
 # ---- the profiler pause -----------------------------------------------------------------------
@@ -113,6 +129,27 @@ def test_a_coupled_throughput_alone_convicts_no_one() -> None:
     found = detect(a, [POWER, CLOCK], Params())
     assert names(found) == ["n09"]
     assert [f.node for f in found.per_metric[POWER]] == ["n09"]
+
+
+def test_a_lost_scrape_is_no_local_evidence() -> None:
+    rng = np.random.default_rng(4)
+    power = busy(rng, 600, 0.01)
+    power[9, 120:] *= 0.6  # a coupled dip: the job's symptom, not n09's fault
+    clock = busy(rng, 1980, 0.003)
+    power[9, 125], clock[9, 125] = np.nan, np.nan  # one lost dcgm scrape on n09 during it
+    a = Aligned(TIMES, NODES, {POWER: power, CLOCK: clock}, STEP)
+    assert detect(a, [POWER, CLOCK], Params()).faulty == []
+    assert names(detect(a, [POWER, CLOCK], Params(measured_evidence=False))) == ["n09"]
+
+
+def test_measured_support_and_sustained() -> None:
+    c = np.ones((1, 8), bool)
+    X = np.ones((1, 8))
+    X[0, 3] = np.nan
+    # windows of 2 steps: those holding step 3 (ending at 3 and 4) are a gap, not a difference
+    assert measured_support(c, X, 2).tolist() == [[1, 1, 1, 0, 0, 1, 1, 1]]
+    m = np.array([[0, 1, 1, 0, 1, 1, 1, 1]], bool)
+    assert sustained(m, 3).tolist() == [[0, 0, 0, 0, 0, 0, 1, 1]]
 
 
 def test_corroboration_dates_a_finding_when_both_hold() -> None:
