@@ -90,6 +90,14 @@ def load_config(path: str | Path | None) -> MinderConfig:
     if bad or not all(isinstance(v, int | float) for v in guard.values()):
         raise ConfigError(f"[watch.guard] keys are {', '.join(sorted(_GUARD_KEYS))} (numbers)")
     watch = WatchConfig(**_typed(WatchConfig, "watch", w, skip={"guard"}))
+    # a zero interval spins the loop; a zero lookback or timeout reads nothing and acts on it
+    for key in ("interval", "lookback", "slurm_timeout"):
+        if getattr(watch, key) <= 0:
+            raise ConfigError(f"[watch] {key} must be > 0, got {getattr(watch, key)}")
+    if watch.min_nodes < 2:
+        raise ConfigError(
+            f"[watch] min_nodes must be >= 2 (a node needs peers), got {watch.min_nodes}"
+        )
     if guard:
         watch = dataclasses.replace(watch, guard={**watch.guard, **guard})
     return MinderConfig(prom, params, watch)

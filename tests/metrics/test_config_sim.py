@@ -42,6 +42,9 @@ def test_config_types_and_unknown_keys(tmp_path: Path) -> None:
         ("[watch.guard]\nmax = 1\n", "watch.guard"),
         ("[detector]\ncorroborate = 0\n", "corroborate must be bool"),
         ("[detector]\nburst = 0.01\n", "unknown key 'burst'"),
+        ("[watch]\ninterval = 0\n", "interval must be > 0"),
+        ("[watch]\nlookback = -60\n", "lookback must be > 0"),
+        ("[watch]\nmin_nodes = 1\n", "min_nodes must be >= 2"),
     ):
         p.write_text(text)
         with pytest.raises(ConfigError, match=msg):
