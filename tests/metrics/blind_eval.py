@@ -138,3 +138,20 @@ def evaluate_jobs(jobs: Iterable[Any], aggregate: Aggregate) -> dict[str, Tally]
                 t.healthy_jobs += 1
                 t.fp_jobs += false > 0
     return out
+
+
+def assert_minder_floor(tallies: dict[str, Tally], floor: tuple[float, float, float]) -> None:
+    """Minder at or above its recorded floor: precision, recall, median delay (min)."""
+    t = tallies["minder"]
+    print("minder", t.summary())
+    lo_p, lo_r, hi_d = floor
+    assert t.precision >= lo_p and t.recall >= lo_r and t.median_delay / 60 <= hi_d
+
+
+def assert_fewer_false_alarms_than_the_naive_rules(tallies: dict[str, Tally]) -> None:
+    """What the similarity + continuity design is for: fewer false alarms than either naive
+    rule (Aegis' λ+2δ, a per-step z-score with the same continuity)."""
+    for name in ("lambda2delta", "zscore"):
+        print(name, tallies[name].summary())
+    m = tallies["minder"]
+    assert m.fp < tallies["zscore"].fp and m.fp < tallies["lambda2delta"].fp

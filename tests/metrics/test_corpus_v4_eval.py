@@ -17,17 +17,13 @@ def tallies() -> dict[str, blind_eval.Tally]:
 
 
 def test_minder_on_corpus_v4(tallies: dict[str, blind_eval.Tally]) -> None:
-    t = tallies["minder"]
-    print("minder", t.summary())
-    lo_p, lo_r, hi_d = FLOOR["minder"]
-    assert t.precision >= lo_p and t.recall >= lo_r and t.median_delay / 60 <= hi_d
+    blind_eval.assert_minder_floor(tallies, FLOOR["minder"])
 
 
-def test_minder_against_the_naive_rules_on_corpus_v4(tallies: dict[str, blind_eval.Tally]) -> None:
-    for name in ("lambda2delta", "zscore"):
-        print(name, tallies[name].summary())
-    m = tallies["minder"]
-    assert m.fp < tallies["zscore"].fp and m.fp < tallies["lambda2delta"].fp
+def test_minder_against_the_naive_rules_on_corpus_v4(
+    tallies: dict[str, blind_eval.Tally],
+) -> None:
+    blind_eval.assert_fewer_false_alarms_than_the_naive_rules(tallies)
 
 
 #: the first run, on the session-5 round-1 detector (evidence mechanisms; 2026-11-23, seed 0,

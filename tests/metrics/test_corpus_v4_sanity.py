@@ -9,7 +9,7 @@ from functools import cache
 import polars as pl
 import pytest
 
-from tests.metrics import corpus_v4 as c
+from . import corpus_v4 as c
 
 KNOWN = {
     m
