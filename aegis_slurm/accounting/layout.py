@@ -53,6 +53,16 @@ class Layout:
     trailing: bool  # --parsable: every record ends with the delimiter
     has_header: bool
 
+    @property
+    def overlap_marks(self) -> tuple[str, ...]:
+        """Texts in which two occurrences of the delimiter overlap (``;|;|;`` for ``;|;``).  A
+        line holding one splits more than one way (``;|`` then a delimiter, or a delimiter then
+        ``|;``), so it never takes a fast path; empty for ``|``, ``|#`` and tab."""
+        d = self.delimiter
+        return tuple(
+            d[:shift] + d for shift in range(1, len(d)) if d[shift:] == d[: len(d) - shift]
+        )
+
 
 def detect_layout(
     first_line: str,

@@ -78,6 +78,8 @@ def read_clean_piece(piece: bytes, layout: Layout, first_line_no: int) -> SplitR
         body = piece[newline + 1 :] if newline != -1 else b""
     if not body or not _is_utf8(body):
         return None
+    if any(mark.encode() in body for mark in layout.overlap_marks):
+        return None  # a line that splits more than one way: the repair path decides
     n_lines = count_bytes(body, b"\n") + (0 if body.endswith(b"\n") else 1)
     if count_bytes(body, delim) != n_lines * expected:
         return None
@@ -114,10 +116,13 @@ def iter_pieces(
     """
     delim = layout.delimiter.encode()
     expected = len(layout.fields) if layout.trailing else len(layout.fields) - 1
+    marks = [mark.encode() for mark in layout.overlap_marks]
 
     def clean_start(line: bytes) -> bool:
         line = line.rstrip(b"\r")
         if line.count(delim) != expected or (layout.trailing and not line.endswith(delim)):
+            return False
+        if any(mark in line for mark in marks):
             return False
         return starts_record(line.decode("utf-8", errors="replace"), layout, validate)
 

@@ -7,13 +7,16 @@ where two repairs are tried:
   trailing delimiter; otherwise adjacent lines that cannot start a record are rejoined);
 * a delimiter inside free-text fields (``|`` in a job name): every placement of the surplus
   among the free-text fields is tried, and the repair is kept only if exactly one yields a valid
-  record (property-tested: a kept record is never a wrong guess).
+  record (property-tested: a kept record is never a wrong guess);
+* a delimiter that overlaps itself (``;|`` in a job name before ``;|;``): every occurrence may be
+  a field boundary, and the record is kept only if exactly one split is valid.
 
 Anything else is rejected with a reason.  Nothing is dropped silently.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -69,6 +72,8 @@ def split_records(
     ok = count == expected
     if layout.trailing:
         ok = ok & pl.col(_LINE_COLUMN).str.ends_with(delim)
+    for mark in layout.overlap_marks:  # more than one split: the repair path decides
+        ok = ok & ~pl.col(_LINE_COLUMN).str.contains(mark, literal=True)
     frame = frame.with_columns(ok.alias("_ok"))
     unique_names = unique_columns(names)
     good = frame.filter(pl.col("_ok"))
@@ -244,8 +249,10 @@ def _repair(
         result.rows_read += 1
         complete = count == expected and (not layout.trailing or joined.endswith(delim))
         if complete:
-            values = _split(joined, layout)
-            if validate(dict(zip(names, values, strict=True))):
+            values = _split_any(joined, layout, validate)
+            if values is None:
+                result.reject("the delimiter overlaps itself: no unique split", line_no, joined)
+            elif validate(dict(zip(names, values, strict=True))):
                 key = "newline inside a free-text field (rejoined)" if len(parts) > 1 else ""
                 repaired.append((line_no, values))
                 repaired_text.append((joined, key))
@@ -290,6 +297,78 @@ def _split(text: str, layout: Layout) -> list[str]:
     return text.split(layout.delimiter)
 
 
+def _split_any(
+    text: str, layout: Layout, validate: Callable[[dict[str, str]], bool]
+) -> list[str] | None:
+    """A record with the expected count of delimiters, split; None when no split is unique."""
+    if any(mark in text for mark in layout.overlap_marks):
+        return _unique_split(text, layout, validate)
+    return _split(text, layout)
+
+
+def _unique_split(
+    text: str, layout: Layout, validate: Callable[[dict[str, str]], bool]
+) -> list[str] | None:
+    """The one split of ``text`` into the layout's fields when the delimiter overlaps itself;
+    None unless exactly one is valid.
+
+    Every occurrence of the delimiter, overlapping ones included, may be a field boundary.  A
+    checked field (not free text) holds no delimiter character and must be plausible; free text
+    may hold anything.  Splits are counted by dynamic programming over (field, offset), capped
+    at two, so a hostile line costs at most fields x occurrences^2 steps, and lines with more
+    than a few surplus occurrences are refused outright.
+    """
+    names = list(layout.fields)
+    delim = layout.delimiter
+    if layout.trailing:
+        if not text.endswith(delim):
+            return None
+        text = text[: -len(delim)]
+    starts = [i for i in range(len(text)) if text.startswith(delim, i)]
+    if len(starts) > len(names) - 1 + 2 * _MAX_SURPLUS:
+        return None
+    delim_chars = set(delim)
+    free = [name in FREE_TEXT_FIELDS for name in names]
+    last = len(names) - 1
+    memo: dict[tuple[int, int], int] = {}
+
+    def fits(k: int, value: str) -> bool:
+        return free[k] or (not delim_chars & set(value) and validate({names[k]: value}))
+
+    def choices(k: int, pos: int) -> list[int]:
+        """Ends of field ``k`` (a boundary's offset) that fit, from ``pos`` on."""
+        ends = []
+        for q in starts[bisect.bisect_left(starts, pos) :]:
+            value = text[pos:q]
+            if not free[k] and delim_chars & set(value):
+                break  # a checked field only grows from here
+            if fits(k, value):
+                ends.append(q)
+        return ends
+
+    def ways(k: int, pos: int) -> int:
+        if k == last:
+            return int(fits(k, text[pos:]))
+        if (k, pos) not in memo:
+            n = 0
+            for q in choices(k, pos):
+                n += ways(k + 1, q + len(delim))
+                if n >= 2:
+                    break
+            memo[(k, pos)] = min(n, 2)
+        return memo[(k, pos)]
+
+    if ways(0, 0) != 1:
+        return None
+    values, pos = [], 0
+    for k in range(last):
+        q = next(q for q in choices(k, pos) if ways(k + 1, q + len(delim)))
+        values.append(text[pos:q])
+        pos = q + len(delim)
+    values.append(text[pos:])
+    return values
+
+
 def _absorb_delimiters(
     text: str, layout: Layout, validate: Callable[[dict[str, str]], bool]
 ) -> list[str] | None:
@@ -298,6 +377,8 @@ def _absorb_delimiters(
     The surplus may be spread over several free-text fields (``-J a|b`` puts the pipe in both
     SubmitLine and JobName), so every distribution of up to ``_MAX_SURPLUS`` is tried.
     """
+    if any(mark in text for mark in layout.overlap_marks):
+        return _unique_split(text, layout, validate)
     names = list(layout.fields)
     parts = _split(text, layout)
     surplus = len(parts) - len(names)

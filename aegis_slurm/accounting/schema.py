@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import polars as pl
 
+from aegis_slurm.node.slurm import JOB_ENDED_STATES
+
 #: 2: text columns hold "" as null on disk (the table itself is unchanged since 1).
 SCHEMA_VERSION = 2
 
@@ -62,21 +64,9 @@ RUN_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String(),  # where it came from: a file path, or "sacct:<day>" for live ingest
 }
 
-#: States Slurm's accounting can print (base token).  Others are rejected as "unknown state".
-ENDED_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "REVOKED",
-    }
-)
+#: States Slurm's accounting can print (base token), with OPEN_STATES; others are rejected as
+#: "unknown state".  Ended: one definition, shared with the crash-loop guard.
+ENDED_STATES = JOB_ENDED_STATES
 #: Not final: the job may come back (REQUEUED) or is still going.  XDMoD treats these alike.
 OPEN_STATES = frozenset(
     {

@@ -94,9 +94,10 @@ def cbd(
 def _peek_state(cfg: dict, host: str) -> dict:
     """A copy of the node's persisted state (never written back)."""
     import json as _json
-    from pathlib import Path
 
-    p = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / host / "state.json"
+    from aegis_slurm.node import config
+
+    p = config.state_dir(cfg) / host / "state.json"
     try:
         return copy.deepcopy(_json.loads(p.read_text()))
     except (OSError, ValueError):

@@ -26,6 +26,7 @@ EPILOG_DEFAULT_PATH = Path(__file__).with_name("epilog_default.toml")
 SITE_PATH = Path("/etc/aegis-slurm/cbd.toml")
 ENV_VAR = "AEGIS_CBD_CONFIG"
 ACTIONS = ("drain", "alert", "log", "ignore")
+DEFAULT_STATE_DIR = "/var/lib/aegis-slurm"  # cbd_default.toml's; also where a broken config counts
 _ARGV = tt.ListOf(tt.Scalar(str))
 
 #: what the default values cannot say (dotted paths; ``[]`` = list element)
@@ -96,6 +97,11 @@ def site_path(path: str | os.PathLike[str] | None = None) -> Path | None:
 def load(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Defaults merged with the validated site file (``path``, $AEGIS_CBD_CONFIG, /etc/...)."""
     return tt.load(defaults(), schema(), site_path(path))
+
+
+def state_dir(cfg: dict[str, Any]) -> Path:
+    """[runtime] state_dir of a loaded configuration (per-node and ctld state live below it)."""
+    return Path(cfg.get("runtime", {}).get("state_dir", DEFAULT_STATE_DIR))
 
 
 def raw_state_dir(argv: list[str] | None) -> str:

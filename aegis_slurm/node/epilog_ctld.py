@@ -25,17 +25,6 @@ from aegis_slurm.node.epilog_node import clean, job_env, now_iso
 from aegis_slurm.node.verdict import FAIL, Verdict
 
 KEEP_S = 86400.0  # loop-guard history kept per job (longer than any sane window)
-FINAL = (
-    "COMPLETED",
-    "FAILED",
-    "CANCELLED",
-    "TIMEOUT",
-    "NODE_FAIL",
-    "PREEMPTED",
-    "OUT_OF_MEMORY",
-    "BOOT_FAIL",
-    "DEADLINE",
-)
 LOOPS_SHAPE: dict[str, Any] = {"jobs": {str: [dict]}, "held": {str: dict}}
 PATH_MAX = 4096  # Linux PATH_MAX: a longer "path" is not one the job could have written
 _IDS = re.compile(r"^\d{1,12}$")
@@ -276,7 +265,7 @@ def run_ctld(
     if not jid:
         return res
     use_syslog = bool(cfg.get("runtime", {}).get("syslog", True))
-    state_dir = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / "ctld"
+    state_dir = config.state_dir(cfg) / "ctld"
     now = time.time()
     failed = run_failed(job["exit_code"], os.environ.get("SLURM_JOB_DERIVED_EC", "0"))
     try:
@@ -452,7 +441,7 @@ def hold_watch(cfg: dict[str, Any], jid: str, run: int, why: str) -> str:
         st = _JOBSTATE.search(out)
         rs = _RESTARTS.search(out)
         state = st.group(1) if st else ""
-        if state in FINAL:
+        if state in slurm.JOB_ENDED_STATES:
             return f"final:{state}"
         if state == "PENDING" and rs and int(rs.group(1)) >= run:
             slurm_cmd(cfg, ["scontrol", "hold", jid])
@@ -461,7 +450,7 @@ def hold_watch(cfg: dict[str, Any], jid: str, run: int, why: str) -> str:
                 old = _LOOP_NOTE.sub("", current_admin_comment(cfg, jid))
                 new = f"{old} {note}" if old.strip() else note
                 slurm_cmd(cfg, ["scontrol", "update", f"jobid={jid}", f"AdminComment={new}"])
-            state_dir = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm"))
+            state_dir = config.state_dir(cfg)
             with files.locked_json(state_dir / "ctld" / "loops.json", LOOPS_SHAPE) as lk:
                 lk.data.setdefault("held", {})[jid] = {"at": now_iso(), "why": why}
             export.log("alert", f"job {jid} held by aegis crash-loop guard: {why}", use_syslog)

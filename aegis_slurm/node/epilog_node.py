@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from aegis_slurm.node import cbd, export, files, klog, probes, spool
+from aegis_slurm.node import cbd, config, export, files, klog, probes, spool
 from aegis_slurm.node import signals as sg
 from aegis_slurm.node.parse import parse_nvidia_smi_q
 from aegis_slurm.node.verdict import PASS
@@ -172,7 +172,7 @@ def capture(
 
 def last_cbd(cfg: dict[str, Any], host: str) -> dict[str, Any] | None:
     """The node's last Prolog/HealthCheck verdicts (non-pass only), read without the lock."""
-    p = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm")) / host
+    p = config.state_dir(cfg) / host
     try:
         fd = os.open(p / "state.json", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd) as f:
@@ -195,7 +195,7 @@ def run_node(
     ep = cfg["epilog"]
     job = job_env()
     use_syslog = bool(cfg.get("runtime", {}).get("syslog", True))
-    state_dir = Path(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm"))
+    state_dir = config.state_dir(cfg)
     with files.locked_json(state_dir / files.safe_name(host) / "epilog.json", SHAPE) as lk:
         got = capture(cfg, host, lk.data, overrides=overrides)
         repaired = lk.repaired

@@ -56,7 +56,7 @@ def _bump(state: dict[str, Any], name: str, n: int = 1) -> None:
 
 
 def _state_dir(cfg: dict[str, Any]) -> str:
-    return str(cfg.get("runtime", {}).get("state_dir", "/var/lib/aegis-slurm"))
+    return str(config.state_dir(cfg))
 
 
 def run_hook(

@@ -18,6 +18,22 @@ from typing import Any
 from aegis_slurm.node import probes
 from aegis_slurm.node.verdict import Verdict
 
+#: Job states after which Slurm will not run the job again (base token, as sacct and scontrol
+#: print it).  REVOKED: a federated sibling cancelled because another cluster runs the job.
+JOB_ENDED_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "OUT_OF_MEMORY",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+    }
+)
 PREFIX = "aegis: "
 MAX_REASON = 120
 

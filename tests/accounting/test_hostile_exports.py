@@ -299,3 +299,40 @@ def test_a_header_with_an_empty_column_name_is_read():
     assert parsed.report.rows_kept == 2
     assert parsed.runs.get_column("job_name").to_list() == ["train", "a|b"]
     assert parsed.runs.get_column("n_nodes").to_list() == [1, 1]  # NodeList; NNodes unnamed
+
+
+# A delimiter that overlaps itself (";|;" has ";" at both ends): ";|" at a field's edge makes
+# ";|;|;", which splits two ways.  Found by the property test (test_parser_properties).
+OVERLAP_HEADER = (
+    "JobIDRaw;|;State;|;ExitCode;|;Start;|;End;|;JobName;|;User;|;Comment;|;AdminComment"
+)
+
+
+def overlap_line(job: int, name: str, user: str, comment: str, admin: str) -> str:
+    fields = [str(job), "FAILED", "1:0", "1600000000", "1600003600", name, user, comment, admin]
+    return ";|;".join(fields)
+
+
+@pytest.mark.parametrize("trailing", [False, True])
+def test_an_overlapping_delimiter_next_to_a_checked_field_splits_the_one_valid_way(trailing):
+    # ";|;" + ";|" + ";|;" + "alice": "" then User "|;alice" is not a user name; ";|" then
+    # "alice" is the one valid reading, on the fast path's lines and the repair path's alike.
+    end = ";|;" if trailing else ""
+    rows = [overlap_line(1, ";|", "alice", "c", "a"), overlap_line(2, "train", "bob", "", "")]
+    data = "\n".join(r + end for r in [OVERLAP_HEADER, *rows]) + "\n"
+    parsed = parse_export(data.encode(), source="x")
+    assert parsed.report.rows_kept == 2
+    got = {r["job_id"]: r for r in parsed.runs.to_dicts()}
+    assert (got["1"]["job_name"], got["1"]["user"]) == (";|", "alice")
+    assert got["2"]["job_name"] == "train"
+
+
+def test_an_overlapping_delimiter_between_two_free_text_fields_is_a_counted_rejection():
+    # Comment ";|" then AdminComment "" is written as Comment "" then AdminComment "|;":
+    # either reading is valid, so the record is refused with a reason, never guessed.
+    rows = [overlap_line(1, "x", "alice", ";|", ""), overlap_line(2, "train", "bob", "", "")]
+    data = ("\n".join([OVERLAP_HEADER, *rows]) + "\n").encode()
+    parsed = parse_export(data, source="x")
+    assert parsed.runs.get_column("job_id").to_list() == ["2"]
+    assert parsed.report.rejected_by_reason == {"the delimiter overlaps itself: no unique split": 1}
+    assert parsed.report.rows_read == 2

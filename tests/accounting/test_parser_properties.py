@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from aegis_slurm.accounting import parse_export
 from aegis_slurm.accounting.hostlists import expand_series
+from aegis_slurm.accounting.layout import Layout
 
 FIELDS = [
     "JobIDRaw",
@@ -82,10 +83,15 @@ def render(rows: list[dict[str, str]], delimiter: str, trailing: bool) -> bytes:
 
 
 def clean(record: dict[str, str], delimiter: str) -> bool:
+    """No delimiter or newline inside a field, and a line that splits one way only: with a
+    delimiter that overlaps itself, Comment ";|" then AdminComment "" is written exactly as
+    Comment "" then AdminComment "|;", and no parser can tell which was meant."""
+    layout = Layout(tuple(FIELDS), delimiter, trailing=False, has_header=True)
+    line = delimiter.join(record[f] for f in FIELDS)
     return all(
         delimiter not in record[f] and "\n" not in record[f] and "\r" not in record[f]
         for f in ("JobName", "Comment", "AdminComment")
-    )
+    ) and not any(mark in line for mark in layout.overlap_marks)
 
 
 @given(
