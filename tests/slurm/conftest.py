@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from aegis_slurm.node.slurm import JOB_ENDED_STATES
+
 from .scenarios import ScenarioRun, run_scenarios
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,20 +80,7 @@ def _unavailable(message: str) -> None:
 
 
 # Final states as sacct prints them (first token of State); anything else may still change.
-FINAL_STATES = frozenset(
-    {
-        "COMPLETED",
-        "FAILED",
-        "CANCELLED",
-        "TIMEOUT",
-        "NODE_FAIL",
-        "PREEMPTED",
-        "OUT_OF_MEMORY",
-        "BOOT_FAIL",
-        "DEADLINE",
-        "REVOKED",
-    }
-)
+FINAL_STATES = JOB_ENDED_STATES
 
 
 class SlurmCommandError(RuntimeError):
