@@ -20,49 +20,104 @@ from aegis_slurm.analytics.ettr import ettr_finite
 DEFAULT_LINK_GAP = timedelta(hours=6)
 
 
+def _key_hash(key: list[str]) -> pl.Expr:
+    """One u64 per record for the resubmission key (a test swaps it for a colliding one)."""
+    return pl.struct(key).hash()
+
+
+def _job_key(rec: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """``rec`` and the columns naming its job: (cluster code, JobIDRaw) packed into one u64
+    ``_k`` when exact (no null, code < 2^16, 0 <= JobIDRaw < 2^48), else the two columns."""
+    s = rec.select(
+        pl.col("_c").max().alias("c"),
+        pl.col("job_id_raw").min().alias("lo"),
+        pl.col("job_id_raw").max().alias("hi"),
+        (pl.col("_c").null_count() + pl.col("job_id_raw").null_count()).alias("nulls"),
+    ).row(0, named=True)
+    if rec.height and s["nulls"] == 0 and s["c"] < 2**16 and s["lo"] >= 0 and s["hi"] < 2**48:
+        k = (pl.col("_c").cast(pl.UInt64) << 48) | pl.col("job_id_raw").cast(pl.UInt64)
+        return rec.with_columns(k.alias("_k")).drop("_c"), ["_k"]
+    return rec, ["_c", "job_id_raw"]
+
+
 def link_job_runs(runs: pl.DataFrame, gap: timedelta = DEFAULT_LINK_GAP) -> pl.DataFrame:
     """Add ``run_key`` (int, one per job run), ``run_seq`` (order within it) and
     ``link_method`` ("job_id" for a later run of the same JobIDRaw, "resubmit" for the first record
     of a job linked by the heuristic, null otherwise).  Vectorized: jobs are collapsed to one row,
-    linked by a sort plus a cumulative sum, and joined back.  Only a slim projection is ever
-    sorted; the wide table (with its node lists) keeps its order."""
+    linked by a sort plus a cumulative sum, and joined back.
+
+    Only integers are grouped and sorted: the cluster becomes its category code (exact) and the
+    resubmission key one hash per record; the few pairs the hash links are then checked on the
+    real strings, so a collision never links two keys.  The wide table keeps its order."""
     key = ["cluster", "user", "account", "job_name", "gpus"]
-    slim = runs.select(
-        pl.int_range(pl.len()).alias("_i"),
+    rec = runs.select(
+        pl.col("cluster").cast(pl.Categorical).to_physical().alias("_c"),
         "job_id_raw",
+        _key_hash(key).alias("_h"),
         "submit_time",
         "end_time",
-        "state",
+        (pl.col("state") == "COMPLETED").alias("_done"),
         "run_index",
-        *key,
+    ).with_row_index("_i")
+    rec, by = _job_key(rec)
+    # Most jobs are one record: only the records of requeued jobs are grouped (a group_by of
+    # every record is gigabytes at 20M); the others are their own job row already.
+    multi = rec.select(pl.struct(by).is_duplicated() if len(by) > 1 else pl.col(by[0]).is_duplicated())
+    multi = multi.to_series()
+    job_cols = [*by, "job_id_raw", "_i", "_h", "_first", "_last_end", "_last_done"]
+    single = rec.filter(~multi).select(
+        *by,
+        *(["job_id_raw"] if "job_id_raw" not in by else []),
+        "_i",
+        "_h",
+        pl.col("submit_time").alias("_first"),
+        pl.col("end_time").alias("_last_end"),
+        pl.col("_done").alias("_last_done"),
     )
-    jobs = (
-        slim.group_by("cluster", "job_id_raw")
+    grouped = (
+        rec.filter(multi)
+        .group_by(by)
         .agg(
-            *[pl.col(c).first() for c in key if c != "cluster"],
+            *([pl.col("job_id_raw").first()] if "job_id_raw" not in by else []),
+            pl.col("_i").first(),
+            pl.col("_h").first(),
             pl.col("submit_time").min().alias("_first"),
             pl.col("end_time").max().alias("_last_end"),
-            pl.col("state").sort_by("submit_time").last().alias("_last_state"),
+            pl.col("_done").sort_by("submit_time", maintain_order=True).last().alias("_last_done"),
         )
-        # Sorting by a hash of the key groups equal keys without a multi-column string sort;
-        # equality is still checked on the real columns below.
-        .with_columns(pl.struct(key).hash().alias("_h"))
-        .sort("_h", "_first", "job_id_raw")  # (nulls_last=True is 15x slower here)
     )
-    same_key = pl.all_horizontal([pl.col(c).eq_missing(pl.col(c).shift(1)) for c in key])
+    del multi
+    jobs = pl.concat([single.select(job_cols), grouped.select(job_cols)]).sort(
+        "_h", "_first", "job_id_raw"
+    )  # (nulls_last=True is 15x slower here)
+    del single, grouped
     delta = pl.col("_first") - pl.col("_last_end").shift(1)
-    resub = (
-        same_key
-        & (pl.col("_last_state").shift(1) != "COMPLETED")
+    candidate = (
+        (pl.col("_h") == pl.col("_h").shift(1))
+        & pl.col("_last_done").shift(1).not_()
         & (delta <= gap)
         & (delta >= timedelta(0))
     ).fill_null(False)
-    jobs = jobs.with_columns((~resub).cum_sum().alias("run_key"), resub.alias("_resub")).select(
-        "cluster", "job_id_raw", "run_key", "_resub"
+    jobs = jobs.select(
+        *by, "_i", pl.col("_i").shift(1).alias("_prev_i"), candidate.alias("_cand")
+    )
+    # Exact check of the candidates: the first record of each job against the previous job's.
+    pairs = jobs.filter("_cand")
+    cur = runs.select(key).gather(pairs["_i"])
+    prev = runs.select(key).gather(pairs["_prev_i"])
+    same = pl.DataFrame(
+        {c: cur[c].eq_missing(prev[c]) for c in key}, schema={c: pl.Boolean for c in key}
+    ).select(pl.all_horizontal(key).alias("_same"))["_same"]
+    verified = pl.Series("_cand", pl.repeat(False, jobs.height, eager=True)).scatter(
+        jobs.select(pl.int_range(pl.len()).filter(pl.col("_cand")))[:, 0],
+        same,
+    )
+    jobs = jobs.select(*by, pl.lit(verified).alias("_resub")).with_columns(
+        (~pl.col("_resub")).cum_sum().alias("run_key")
     )
     keyed = (
-        slim.select("_i", "cluster", "job_id_raw", "submit_time", "run_index")
-        .join(jobs, on=["cluster", "job_id_raw"], how="left")
+        rec.select("_i", *by, "submit_time", "run_index")
+        .join(jobs, on=by, how="left")
         .sort("run_key", "submit_time", "_i")
         .with_columns(
             seq_within("run_key").alias("run_seq"),
@@ -75,6 +130,7 @@ def link_job_runs(runs: pl.DataFrame, gap: timedelta = DEFAULT_LINK_GAP) -> pl.D
         )
         .sort("_i")
     )
+    del rec, jobs
     return with_aligned(runs, keyed.select("run_key", "run_seq", "link_method"))
 
 
