@@ -55,9 +55,14 @@ def restart_runs(
         "exit_code",
         "infra_failure",
     ]
-    # Work on a slim projection (no node lists) and fetch nodes for the few restarts at the end.
+    # Work on a slim projection (no node lists) of the job runs with a second record (no other
+    # record can restart anything: years of history are mostly one-record runs), and fetch
+    # nodes for the few restarts at the end.
+    again = linked.select(pl.col("run_key").filter(pl.col("run_seq") > 0)).to_series()
     df = (
-        linked.select(cols)
+        linked.lazy()
+        .select(cols)
+        .filter(pl.col("run_key").is_in(again.implode()))
         .sort("run_key", "run_seq")
         .with_columns(
             prev_in_group(failed, "run_key").fill_null(False).alias("_prev_failed"),
@@ -66,11 +71,15 @@ def restart_runs(
             prev_in_group(pl.col("row_id"), "run_key").alias("failed_row_id"),
         )
     )
-    out = df.filter(
-        pl.col("_prev_failed")
-        & pl.col("start_time").is_not_null()
-        & ((pl.col("start_time") - pl.col("_prev_end")) <= restart_within)
-    ).select("row_id", "failed_row_id", "after_infra", "job_id_raw", "gpus", "start_time")
+    out = (
+        df.filter(
+            pl.col("_prev_failed")
+            & pl.col("start_time").is_not_null()
+            & ((pl.col("start_time") - pl.col("_prev_end")) <= restart_within)
+        )
+        .select("row_id", "failed_row_id", "after_infra", "job_id_raw", "gpus", "start_time")
+        .collect()
+    )
     return out.join(linked.select("row_id", "nodes"), on="row_id", how="left")
 
 

@@ -20,118 +20,175 @@ from aegis_slurm.analytics.ettr import ettr_finite
 DEFAULT_LINK_GAP = timedelta(hours=6)
 
 
-def _key_hash(key: list[str]) -> pl.Expr:
+def _key_hash(key: list[str], seed: int) -> pl.Expr:
     """One u64 per record for the resubmission key (a test swaps it for a colliding one)."""
-    return pl.struct(key).hash()
+    return pl.struct(key).hash(seed=seed)
 
 
 def _job_key(rec: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """``rec`` and the columns naming its job: (cluster code, JobIDRaw) packed into one u64
-    ``_k`` when exact (no null, code < 2^16, 0 <= JobIDRaw < 2^48), else the two columns."""
+    ``_k`` when exact (code < 2^16, 0 <= JobIDRaw < 2^48), else the columns themselves.
+
+    A record without JobIDRaw (an export without the column, of an array task or a het
+    component) is a job of its own (``_solo``, its row): nothing says which records share it,
+    and lumping them together would make one job of them all."""
     s = rec.select(
         pl.col("_c").max().alias("c"),
         pl.col("job_id_raw").min().alias("lo"),
         pl.col("job_id_raw").max().alias("hi"),
-        (pl.col("_c").null_count() + pl.col("job_id_raw").null_count()).alias("nulls"),
+        pl.col("job_id_raw").null_count().alias("nulls"),
     ).row(0, named=True)
     if rec.height and s["nulls"] == 0 and s["c"] < 2**16 and s["lo"] >= 0 and s["hi"] < 2**48:
-        k = (pl.col("_c").cast(pl.UInt64) << 48) | pl.col("job_id_raw").cast(pl.UInt64)
-        return rec.with_columns(k.alias("_k")).drop("_c"), ["_k"]
-    return rec, ["_c", "job_id_raw"]
+        k = pl.col("_c").cast(pl.UInt64) * pl.lit(2**48, pl.UInt64) + pl.col("job_id_raw").cast(
+            pl.UInt64
+        )
+        return rec.with_columns(k.alias("_k")).drop("_c", "job_id_raw"), ["_k"]
+    solo = pl.when(pl.col("job_id_raw").is_null()).then(pl.col("_i").cast(pl.Int64))
+    return rec.with_columns(solo.fill_null(-1).alias("_solo")), ["_c", "job_id_raw", "_solo"]
+
+
+#: Jobs are sorted and linked in this many slices of the first key hash's range, in hash order.
+#: Jobs of different keys never link, and the slices in order are the one sort's order, so the
+#: result (run keys included) is the one-pass result with a slice of its memory.
+LINK_SLICES = 8
 
 
 def link_job_runs(runs: pl.DataFrame, gap: timedelta = DEFAULT_LINK_GAP) -> pl.DataFrame:
     """Add ``run_key`` (int, one per job run), ``run_seq`` (order within it) and
     ``link_method`` ("job_id" for a later run of the same JobIDRaw, "resubmit" for the first record
     of a job linked by the heuristic, null otherwise).  Vectorized: jobs are collapsed to one row,
-    linked by a sort plus a cumulative sum, and joined back.
+    linked by a sort plus a cumulative sum, and set back on their records.
 
-    Only integers are grouped and sorted: the cluster becomes its category code (exact) and the
-    resubmission key one hash per record; the few pairs the hash links are then checked on the
-    real strings, so a collision never links two keys.  The wide table keeps its order."""
+    Memory, for years of history (20M records): only integers are grouped and sorted (the
+    cluster becomes its category code, the resubmission key two independent hashes per record,
+    and the few pairs the hashes link are then checked on the real strings, so a collision never
+    links two keys); only the records of requeued jobs are grouped; jobs are sorted in
+    :data:`LINK_SLICES` slices; only the records of job runs with more than one record are
+    sorted.  The record table is never sorted or joined, and the wide table keeps its order."""
     key = ["cluster", "user", "account", "job_name", "gpus"]
     rec = runs.select(
-        pl.col("cluster").cast(pl.Categorical).to_physical().alias("_c"),
+        pl.col("cluster").fill_null("").cast(pl.Categorical).to_physical().alias("_c"),
         "job_id_raw",
-        _key_hash(key).alias("_h"),
+        _key_hash(key, 0).alias("_h"),
+        _key_hash(key, 1).alias("_h2"),
         "submit_time",
         "end_time",
         (pl.col("state") == "COMPLETED").alias("_done"),
-        "run_index",
     ).with_row_index("_i")
     rec, by = _job_key(rec)
     # Most jobs are one record: only the records of requeued jobs are grouped (a group_by of
     # every record is gigabytes at 20M); the others are their own job row already.
-    multi = rec.select(pl.struct(by).is_duplicated() if len(by) > 1 else pl.col(by[0]).is_duplicated())
-    multi = multi.to_series()
-    job_cols = [*by, "job_id_raw", "_i", "_h", "_first", "_last_end", "_last_done"]
-    single = rec.filter(~multi).select(
-        *by,
-        *(["job_id_raw"] if "job_id_raw" not in by else []),
-        "_i",
-        "_h",
-        pl.col("submit_time").alias("_first"),
-        pl.col("end_time").alias("_last_end"),
-        pl.col("_done").alias("_last_done"),
-    )
+    multi = rec.select(
+        pl.struct(by).is_duplicated() if len(by) > 1 else pl.col(by[0]).is_duplicated()
+    ).to_series()
     grouped = (
         rec.filter(multi)
         .group_by(by)
         .agg(
-            *([pl.col("job_id_raw").first()] if "job_id_raw" not in by else []),
             pl.col("_i").first(),
             pl.col("_h").first(),
+            pl.col("_h2").first(),
             pl.col("submit_time").min().alias("_first"),
             pl.col("end_time").max().alias("_last_end"),
             pl.col("_done").sort_by("submit_time", maintain_order=True).last().alias("_last_done"),
         )
+        .with_columns(pl.lit(True).alias("_multi"))
     )
-    del multi
-    jobs = pl.concat([single.select(job_cols), grouped.select(job_cols)]).sort(
-        "_h", "_first", "job_id_raw"
-    )  # (nulls_last=True is 15x slower here)
-    del single, grouped
+    width = pl.lit(2**64 // LINK_SLICES, pl.UInt64)
+    rec_slice = rec.select((pl.col("_h") // width).cast(pl.UInt8)).to_series()
+    job_slice = grouped.select((pl.col("_h") // width).cast(pl.UInt8)).to_series()
+    run_key = _scatter(rec.height, pl.Series([], dtype=pl.UInt32), pl.Series([], dtype=pl.UInt32))
+    resub = _scatter(rec.height, pl.Series([], dtype=pl.UInt32), pl.Series([], dtype=pl.Boolean))
+    multi_jobs, offset = [], 0
+    for part in range(LINK_SLICES):
+        single = rec.filter(~multi & (rec_slice == part)).select(
+            *by,
+            "_i",
+            "_h",
+            "_h2",
+            pl.col("submit_time").alias("_first"),
+            pl.col("end_time").alias("_last_end"),
+            pl.col("_done").alias("_last_done"),
+            pl.lit(False).alias("_multi"),
+        )
+        jobs = _link_sorted_jobs(
+            pl.concat([single, grouped.filter(job_slice == part).select(single.columns)]),
+            runs.select(key),
+            "_k" if by == ["_k"] else "job_id_raw",  # within one key, as JobIDRaw orders
+            gap,
+        )
+        del single
+        jobs = jobs.with_columns(pl.col("run_key") + pl.lit(offset, pl.UInt32))
+        offset += jobs.height - int(jobs["_resub"].sum())
+        one = jobs.filter(~pl.col("_multi"))
+        run_key.scatter(one["_i"], one["run_key"])
+        resub.scatter(one["_i"], one["_resub"])
+        multi_jobs.append(jobs.filter("_multi").select(*by, "_resub", "run_key"))
+        del jobs, one
+    # A requeued job's records are found by its key among the requeued records only.
+    many = rec.filter(multi).select("_i", *by).join(pl.concat(multi_jobs), on=by, how="left")
+    run_key.scatter(many["_i"], many["run_key"])
+    resub.scatter(many["_i"], many["_resub"])
+    del many, multi_jobs, grouped, multi, rec_slice
+    # Order within a job run: only runs of more than one record need a sort.
+    seq = pl.DataFrame({"_i": rec["_i"], "run_key": run_key, "submit_time": rec["submit_time"]})
+    seq = (
+        seq.filter(pl.col("run_key").is_duplicated())
+        .sort("run_key", "submit_time", "_i")
+        .select("_i", seq_within("run_key").alias("run_seq"))
+    )
+    run_seq = _scatter(rec.height, seq["_i"], seq["run_seq"], fill=0)
+    del seq, rec
+    link_method = (
+        pl.when(runs["run_index"] > 0)
+        .then(pl.lit("job_id"))
+        .when(resub)
+        .then(pl.lit("resubmit"))
+        .otherwise(None)
+    )
+    linked = pl.select(
+        run_key.alias("run_key"), run_seq.alias("run_seq"), link_method.alias("link_method")
+    )
+    return with_aligned(runs, linked)
+
+
+def _link_sorted_jobs(
+    jobs: pl.DataFrame, key_columns: pl.DataFrame, order: str, gap: timedelta
+) -> pl.DataFrame:
+    """One row per job (``_i`` its first record, ``_h``/``_h2`` its key hashes, ``_first``
+    submit, ``_last_end``, ``_last_done``), sorted by key hashes then time, with ``_resub``
+    (linked to the job before it) and ``run_key`` (from 1, the running count of job runs)."""
+    # Two independent hashes keep each key's jobs contiguous in the sort: keys whose first
+    # hashes collide are still apart unless the second collides too (2^-128 per pair).
+    jobs = jobs.sort("_h", "_h2", "_first", order)  # (nulls_last=True is 15x slower here)
     delta = pl.col("_first") - pl.col("_last_end").shift(1)
     candidate = (
         (pl.col("_h") == pl.col("_h").shift(1))
+        & (pl.col("_h2") == pl.col("_h2").shift(1))
         & pl.col("_last_done").shift(1).not_()
         & (delta <= gap)
         & (delta >= timedelta(0))
     ).fill_null(False)
-    jobs = jobs.select(
-        *by, "_i", pl.col("_i").shift(1).alias("_prev_i"), candidate.alias("_cand")
-    )
+    keep = [c for c in jobs.columns if c not in ("_h", "_h2", "_first", "_last_end", "_last_done")]
+    jobs = jobs.select(*keep, pl.col("_i").shift(1).alias("_prev_i"), candidate.alias("_cand"))
     # Exact check of the candidates: the first record of each job against the previous job's.
     pairs = jobs.filter("_cand")
-    cur = runs.select(key).gather(pairs["_i"])
-    prev = runs.select(key).gather(pairs["_prev_i"])
+    cur = key_columns.gather(pairs["_i"])
+    prev = key_columns.gather(pairs["_prev_i"])
     same = pl.DataFrame(
-        {c: cur[c].eq_missing(prev[c]) for c in key}, schema={c: pl.Boolean for c in key}
-    ).select(pl.all_horizontal(key).alias("_same"))["_same"]
-    verified = pl.Series("_cand", pl.repeat(False, jobs.height, eager=True)).scatter(
-        jobs.select(pl.int_range(pl.len()).filter(pl.col("_cand")))[:, 0],
-        same,
+        {c: cur[c].eq_missing(prev[c]) for c in key_columns.columns},
+        schema=dict.fromkeys(key_columns.columns, pl.Boolean),
+    ).select(pl.all_horizontal(key_columns.columns))
+    verified = pl.Series("_resub", pl.repeat(False, jobs.height, eager=True)).scatter(
+        jobs.select(pl.int_range(pl.len()).filter(pl.col("_cand")))[:, 0], same.to_series()
     )
-    jobs = jobs.select(*by, pl.lit(verified).alias("_resub")).with_columns(
-        (~pl.col("_resub")).cum_sum().alias("run_key")
-    )
-    keyed = (
-        rec.select("_i", *by, "submit_time", "run_index")
-        .join(jobs, on=by, how="left")
-        .sort("run_key", "submit_time", "_i")
-        .with_columns(
-            seq_within("run_key").alias("run_seq"),
-            pl.when(pl.col("run_index") > 0)
-            .then(pl.lit("job_id"))
-            .when(pl.col("_resub"))
-            .then(pl.lit("resubmit"))
-            .otherwise(None)
-            .alias("link_method"),
-        )
-        .sort("_i")
-    )
-    del rec, jobs
-    return with_aligned(runs, keyed.select("run_key", "run_seq", "link_method"))
+    return jobs.select(*keep, verified).with_columns((~pl.col("_resub")).cum_sum().alias("run_key"))
+
+
+def _scatter(n: int, at: pl.Series, values: pl.Series, fill: Any = None) -> pl.Series:
+    """A length-``n`` series holding ``values`` at positions ``at`` and ``fill`` elsewhere."""
+    out = pl.Series(values.name, [fill], dtype=values.dtype).extend_constant(fill, n - 1)
+    return out.scatter(at, values) if n else out.clear()
 
 
 def measured_ettr(
@@ -172,29 +229,48 @@ def measured_ettr(
         .clip(0)
         .fill_null(0)
     )
+    record = [
+        (
+            e_min
+            - pl.when(pl.col("run_seq") > 0).then(u0_min).otherwise(0.0)
+            - pl.when(interrupted).then(dt_cp_min / 2.0).otherwise(0.0)
+        )
+        .clip(0)
+        .alias("_r"),
+        (q_min + e_min).alias("_w"),
+        q_min.alias("_q"),
+    ]
+    per_run = [
+        pl.col("_r").sum().alias("productive_min"),
+        pl.col("_w").sum().alias("wallclock_min"),
+        pl.col("_q").mean().alias("mean_queue_min"),
+        pl.len().alias("jobs"),
+        pl.col("gpus").max(),
+        pl.col("n_nodes").max(),
+        (pl.col("elapsed_s").sum() / 3600.0).alias("training_hours"),
+    ]
+    # Job runs of one record (most of years of history) are their own sums: only runs with a
+    # second record are grouped, and one-record runs shorter than the minimum are dropped first.
+    again = linked.select(pl.col("run_key").filter(pl.col("run_seq") > 0)).to_series()
+    in_again = pl.col("run_key").is_in(again.implode())
+    grouped = df.filter(in_again).sort("run_key", "run_seq").with_columns(record)
+    grouped = grouped.group_by("run_key").agg(per_run)
+    single = (
+        df.filter(~in_again, pl.col("elapsed_s") >= min_training_hours * 3600.0)
+        .with_columns(record)
+        .select(
+            "run_key",
+            pl.col("_r").alias("productive_min"),
+            pl.col("_w").alias("wallclock_min"),
+            pl.col("_q").alias("mean_queue_min"),
+            pl.lit(1, pl.UInt32).alias("jobs"),
+            "gpus",
+            "n_nodes",
+            (pl.col("elapsed_s") / 3600.0).alias("training_hours"),
+        )
+    )
     per = (
-        df.sort("run_key", "run_seq")
-        .with_columns(
-            (
-                e_min
-                - pl.when(pl.col("run_seq") > 0).then(u0_min).otherwise(0.0)
-                - pl.when(interrupted).then(dt_cp_min / 2.0).otherwise(0.0)
-            )
-            .clip(0)
-            .alias("_r"),
-            (q_min + e_min).alias("_w"),
-            q_min.alias("_q"),
-        )
-        .group_by("run_key")
-        .agg(
-            pl.col("_r").sum().alias("productive_min"),
-            pl.col("_w").sum().alias("wallclock_min"),
-            pl.col("_q").mean().alias("mean_queue_min"),
-            pl.len().alias("jobs"),
-            pl.col("gpus").max(),
-            pl.col("n_nodes").max(),
-            (pl.col("elapsed_s").sum() / 3600.0).alias("training_hours"),
-        )
+        pl.concat([grouped, single.select(grouped.columns)])
         .filter(pl.col("training_hours") >= min_training_hours)
         .with_columns(
             (pl.col("productive_min") / pl.col("wallclock_min")).alias("ettr"), gpu_bucket()

@@ -64,9 +64,23 @@ def requeue_loops(
         "gpus",
         "n_nodes",
     ]
-    # A slim projection sorted once; streak ids from one global cumulative sum (no window ops).
+    # A slim projection of the jobs with k failed records (no other job can hold a streak of
+    # k), sorted once; streak ids from one global cumulative sum (no window ops).  A record
+    # without JobIDRaw has no requeues to count (old exports: array tasks, het components).
+    looping = (
+        linked.lazy()
+        .filter(FAILED_RUN & pl.col("job_id_raw").is_not_null())
+        .group_by("job_id_raw")
+        .len()
+        .filter(pl.col("len") >= k)
+        .collect()
+        .get_column("job_id_raw")
+    )
     df = (
-        linked.select(cols)
+        linked.lazy()
+        .select(cols)
+        .filter(pl.col("job_id_raw").is_in(looping.implode()))
+        .collect()
         .sort("job_id_raw", "run_index")
         .with_columns(FAILED_RUN.alias("_failed"))
         .with_columns(

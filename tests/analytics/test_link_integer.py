@@ -1,6 +1,6 @@
-"""Job-run linkage on integers (cluster codes, one key hash per record, exact check of the
-pairs the hash links) equals the string linkage it replaced, and never links two different keys
-even when every key hashes alike."""
+"""Job-run linkage on integers (cluster codes, two key hashes per record, exact check of the
+pairs the hashes link) equals the string linkage it replaced, never links two different keys
+even when every key hashes alike, and keeps a real link when two keys' first hashes collide."""
 
 from __future__ import annotations
 
@@ -129,10 +129,152 @@ def test_a_colliding_hash_never_links_two_keys(monkeypatch: pytest.MonkeyPatch) 
     runs = _tricky()
     want = reference_link(runs)
     # Every key hashes alike: only the exact check on the real columns can tell them apart.
-    monkeypatch.setattr(job_runs, "_key_hash", lambda key: pl.lit(7, pl.UInt64))
+    monkeypatch.setattr(job_runs, "_key_hash", lambda key, seed: pl.lit(7, pl.UInt64))
     got = link_job_runs(runs)
     linked = got.filter(pl.col("link_method") == "resubmit")
     # The unchanged pair and the pair whose job names are both null: eq_missing keys.
     assert sorted(linked["job_id_raw"].to_list()) == [101, 113]
     # The same links as with the real hash (run_key numbers follow the hash order).
     assert got.select("run_seq", "link_method").equals(want.select("run_seq", "link_method"))
+
+
+def _interleaved() -> pl.DataFrame:
+    """Key A fails, key B fails in between, A is resubmitted within the gap: sorted by a hash
+    in which A and B collide, B's job lands between A's two jobs."""
+    rows = []
+    for jid, name, start in ((200, "a", 0.0), (201, "b", 1.5), (202, "a", 2.0)):
+        rows.append(
+            dict(
+                cluster="c1",
+                user="u",
+                account="acct",
+                job_name=name,
+                gpus=8,
+                job_id_raw=jid,
+                run_index=0,
+                submit_time=_t(start),
+                start_time=_t(start),
+                end_time=_t(start + 1),
+                elapsed_s=3600,
+                state="FAILED",
+            )
+        )
+    return pl.DataFrame(rows)
+
+
+def colliding_first_hash(key: list[str], seed: int) -> pl.Expr:
+    """Every key collides in the first hash; the second is the real one."""
+    return pl.lit(7, pl.UInt64) if seed == 0 else pl.struct(key).hash(seed=seed)
+
+
+def test_a_first_hash_collision_does_not_break_a_real_link(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runs = _interleaved()
+    want = reference_link(runs)
+    assert want.filter(pl.col("link_method") == "resubmit")["job_id_raw"].to_list() == [202]
+    monkeypatch.setattr(job_runs, "_key_hash", colliding_first_hash)
+    got = link_job_runs(runs)
+    assert got.select("run_seq", "link_method").equals(want.select("run_seq", "link_method"))
+    keys = dict(zip(got["job_id_raw"], got["run_key"], strict=True))
+    assert keys[200] == keys[202] != keys[201]
+
+
+def exotic_id(rnd, k: int) -> int:
+    return rnd.choice([k + 1, 2**48 + k, -(k + 1)])
+
+
+def _random_runs(seed: int, exotic: bool, n: int = 3000) -> pl.DataFrame:
+    """Random records: requeued jobs (several records of one JobIDRaw), resubmits on both
+    sides of the gap, null key columns, several clusters; ``exotic``: also JobIDRaw >= 2^48 or
+    negative (the job key can't be packed into one integer).  (A null JobIDRaw is the one place
+    the linkage deliberately differs from the reference: its own test below.)"""
+    import random
+
+    rnd = random.Random(seed)
+    rows: list[dict] = []
+    t = 0.0
+    for k in range(n):
+        t += rnd.expovariate(1.0)  # hours
+        if rows and rnd.random() < 0.15:  # a requeue of a recent job: its id and key
+            prev = rnd.choice(rows[-20:])
+            row = dict(prev)
+        else:
+            row = dict(
+                cluster=rnd.choice(["c1", "c2", "c3"] if exotic else ["c1", "c2"]),
+                user=rnd.choice(["u1", "u2", None]),
+                account="a1",
+                job_name=rnd.choice(["train", "eval", None]),
+                gpus=rnd.choice([8, 16]),
+                job_id_raw=exotic_id(rnd, k) if exotic else k + 1,
+            )
+        end = t + rnd.uniform(0.1, 8.0)
+        row.update(
+            submit_time=_t(t),
+            start_time=_t(t),
+            end_time=_t(end),
+            elapsed_s=3600,
+            state=rnd.choice(["FAILED", "COMPLETED", "NODE_FAIL", "TIMEOUT", None]),
+        )
+        rows.append(row)
+    runs = pl.DataFrame(rows).with_columns(pl.col("job_id_raw").cast(pl.Int64))
+    # run_index as the store numbers it: order among the job's records by submit time.
+    return runs.with_columns(
+        pl.col("submit_time")
+        .rank("ordinal")
+        .over("cluster", "job_id_raw")
+        .sub(1)
+        .cast(pl.Int64)
+        .alias("run_index")
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("gap_h", [6.0, 0.5])
+@pytest.mark.parametrize("exotic", [False, True])
+def test_integer_linkage_equals_string_linkage_on_random_records(
+    seed: int, gap_h: float, exotic: bool
+) -> None:
+    runs = _random_runs(seed, exotic)
+    gap = timedelta(hours=gap_h)
+    got, want = link_job_runs(runs, gap), reference_link(runs, gap)
+    # Identical, run keys included: the slices in hash order are the one sort's order.
+    assert got.select(LINK).equals(want.select(LINK))
+    assert got.filter(pl.col("link_method") == "resubmit").height > 0
+
+
+def test_a_record_without_jobidraw_is_a_job_of_its_own() -> None:
+    """Three array tasks of an old export without JobIDRaw, then a resubmission of the last.
+    The string linkage joined them on a null key: no run_key at all, so every such record fell
+    into one null "job run" in the metrics.  Each is its own job; the heuristic still links."""
+    rows = []
+    for jid, start, state in (
+        (None, 0.0, "COMPLETED"),
+        (None, 3.0, "COMPLETED"),
+        (None, 6.0, "FAILED"),
+    ):
+        rows.append(
+            dict(
+                cluster="c1",
+                user="u",
+                account="acct",
+                job_name="sweep",
+                gpus=8,
+                job_id_raw=jid,
+                run_index=0,
+                submit_time=_t(start),
+                start_time=_t(start),
+                end_time=_t(start + 1),
+                elapsed_s=3600,
+                state=state,
+            )
+        )
+    rows.append(dict(rows[-1], job_id_raw=900, submit_time=_t(8.0), end_time=_t(9.0)))
+    runs = pl.DataFrame(rows).with_columns(pl.col("job_id_raw").cast(pl.Int64))
+    assert reference_link(runs)["run_key"].null_count() == 3
+    got = link_job_runs(runs)
+    assert got["run_key"].null_count() == 0
+    keys = got["run_key"].to_list()
+    assert keys[0] != keys[1] != keys[2] == keys[3]
+    assert got["link_method"].to_list() == [None, None, None, "resubmit"]
+    assert got["run_seq"].to_list() == [0, 0, 0, 1]
