@@ -43,6 +43,10 @@ class MetricSpec:
     #: utilisation, tensor duty, PCIe/NVLink/IB bytes) -- a symptom the job shares, which on its
     #: own does not say *which* machine is at fault (docs/minder.md, "Corroboration")
     evidence: str = "local"
+    #: device label values left out (a PromQL ``device!~`` regex, fully anchored): the
+    #: virtual interfaces a container host creates and removes (veth, bridges), whose count and
+    #: carrier changes say nothing about the machine's links
+    exclude_devices: str | None = None
 
 
 #: Recording-rule style name (level:metric:operations) of the lowest per-port IB receive rate.
@@ -56,6 +60,13 @@ GPU_COUNT = "Hostname:DCGM_FI_DEV_GPU_TEMP:count_gpu"
 
 #: How many IB ports a node's node_exporter reports (a NIC the OS lost loses its series).
 PORT_COUNT = "instance:node_infiniband_port_data_received_bytes:count_port"
+
+#: Interfaces that are not a machine's own links: loopback, container veths, bridges and
+#: overlay tunnels (Docker, libvirt, Calico, Flannel, CNI, VXLAN, kube-ipvs).  node_exporter
+#: reports them all under ``node_network_*`` (its netclass/netdev collectors exclude none).
+VIRTUAL_NICS = (
+    "lo|veth.*|docker.*|br-.*|virbr.*|cali.*|tunl.*|flannel.*|cni.*|vxlan.*|kube-ipvs.*|tap.*"
+)
 
 #: NVIDIA Xid codes that report a hardware fault of the GPU or its links (NVIDIA's "XID Errors"
 #: catalogue, r555): 48 double-bit ECC, 61/62 internal micro-controller, 63/64 row remapping,
@@ -143,6 +154,36 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         ("node_infiniband_port_data_received_bytes_total", "{sel}"),
     ),
     MetricSpec("node_memory_MemAvailable_bytes", "node", "gauge", "avg", 0, 2e12),
+    # Ethernet/RoCE sites (no infiniband collector) see their links only here.  How many of
+    # the node's physical interfaces are up (operstate): a NIC that drops is one fewer, as a
+    # vanished IB port is (node_exporter: "Value is 1 if operstate is 'up', 0 otherwise")
+    MetricSpec(
+        "node_network_up", "node", "gauge", "sum", 0, None, "devices", exclude_devices=VIRTUAL_NICS
+    ),
+    # link flaps (sysfs carrier_changes: every carrier loss and return), the Ethernet
+    # counterpart of IB's link_downed; the same range
+    MetricSpec(
+        "node_network_carrier_changes_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        0.05,
+        "events",
+        exclude_devices=VIRTUAL_NICS,
+    ),
+    # frames received with errors (CRC, length, FIFO: sysfs rx_errors), the counterpart of
+    # IB's port_rcv_errors; the same range
+    MetricSpec(
+        "node_network_receive_errs_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        10,
+        "events",
+        exclude_devices=VIRTUAL_NICS,
+    ),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}

@@ -158,7 +158,10 @@ def query_expr(spec: MetricSpec, label: str, values: list[str], lookback: float)
     """
     alt = "|".join(re.escape(v) for v in values)
     alt = alt.replace("\\", "\\\\").replace('"', '\\"')
-    matcher = f'{{{label}=~"{alt}"}}'
+    devices = ""
+    if spec.exclude_devices:
+        devices = ',device!~"' + spec.exclude_devices.replace("\\", "\\\\") + '"'
+    matcher = f'{{{label}=~"{alt}"{devices}}}'
     if spec.derived is not None:
         source, expr = spec.derived
         # a rate over at least 4 scrapes (``lookback`` is 1.5 steps), and at least a minute

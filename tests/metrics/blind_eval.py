@@ -52,6 +52,10 @@ class Tally(Score):
 def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
     """The job's table as ``minder --prometheus`` would read it (module docstring)."""
     raw = job.raw
+    for spec in DEFAULT_METRICS:  # the catalog's device!~ matcher (virtual interfaces)
+        if spec.exclude_devices:
+            virtual = pl.col("device").cast(pl.String).str.contains(f"^(?:{spec.exclude_devices})$")
+            raw = raw.filter(~((pl.col("metric") == spec.name) & virtual))
     plain = [m.name for m in DEFAULT_METRICS if m.derived is None]
     frames = [aggregate(raw.filter(pl.col("metric").is_in(plain)), lambda m: spec_for(m).agg)]
     for spec in DEFAULT_METRICS:

@@ -39,6 +39,15 @@ class PromJob:
     end: float
 
 
+#: Per-node values of the Ethernet link series loaded into the test Prometheus (two NICs up;
+#: totals split evenly over the two NICs by :func:`openmetrics`).
+NETWORK = {
+    "node_network_up": 2.0,
+    "node_network_carrier_changes_total": 4.0,
+    "node_network_receive_errs_total": 10.0,
+}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -75,6 +84,23 @@ def openmetrics(df: pl.DataFrame) -> str:
                     out += [
                         f"{metric}{{{lab}}} {_per_gpu(spec.agg, v)[gpu]!r} {t:.3f}"
                         for t, v in zip(ts, vals, strict=True)
+                    ]
+            elif metric.startswith("node_network"):
+                # two fabric NICs carry the series; a container's veth (its counters racing,
+                # up) and loopback (down) must be left out by the catalog's device matcher
+                for dev, extra in (
+                    ("eth0", 0.0),
+                    ("ens1f0np0", 0.0),
+                    ("veth1a2b", 1.0),
+                    ("lo", 0.0),
+                ):
+                    lab = f'device="{dev}",instance="{node}:9100",job="node"'
+                    if metric == "node_network_up":
+                        per_dev = [float(dev != "lo")] * len(vals)
+                    else:
+                        per_dev = [v / 2 + extra * 7 * i for i, v in enumerate(vals)]
+                    out += [
+                        f"{metric}{{{lab}}} {v!r} {t:.3f}" for t, v in zip(ts, per_dev, strict=True)
                     ]
             elif metric.startswith("node_infiniband"):
                 lab = f'device="mlx5_0",port="1",instance="{node}:9100",job="node"'
@@ -137,6 +163,13 @@ def prom_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromJob]:
         .then(pl.lit(DCGM_BLANK_SAMPLE))
         .otherwise(pl.col("value"))
         .alias("value")
+    )
+    # the Ethernet link series (the simulator has IB only): every node's two NICs up, their
+    # carrier-change and receive-error totals steady
+    base = df.filter(pl.col("metric") == "node_load1").select("time", "node")
+    df = pl.concat(
+        [df, *(base.with_columns(metric=pl.lit(m), value=pl.lit(v)) for m, v in NETWORK.items())],
+        how="diagonal_relaxed",
     )
     (tmp / "job.om").write_text(openmetrics(df))
     data = tmp / "data"

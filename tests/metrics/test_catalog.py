@@ -48,6 +48,28 @@ def test_node_exporter_metrics_exist_with_the_same_type() -> None:
             assert shipped[m.name] == m.kind, m.name
     ib = [m.name for m in DEFAULT_METRICS if m.name.startswith("node_infiniband")]
     assert ib and all(n in shipped for n in ib)
+    ethernet = [m.name for m in DEFAULT_METRICS if m.name.startswith("node_network")]
+    assert len(ethernet) == 3 and all(n in shipped for n in ethernet)
+
+
+def test_virtual_interfaces_are_left_out_of_the_link_series() -> None:
+    """A container host's veths and bridges come and go with jobs: the PromQL leaves them out
+    of the count of links up and of the carrier changes, and keeps the machine's NICs."""
+    import re
+
+    from aegis_slurm.metrics.prometheus import query_expr
+
+    up = BY_NAME["node_network_up"]
+    q = query_expr(up, "instance", ["gpu1:9100"], 22.5)
+    assert q.startswith("sum by (instance) (last_over_time(node_network_up{instance=~")
+    assert f',device!~"{up.exclude_devices}"}}' in q
+    virtual = re.compile(f"(?:{up.exclude_devices})")
+    for name in ("lo", "veth685b499d", "docker0", "br-lan", "virbr0", "cali60e575ce8db"):
+        assert virtual.fullmatch(name), name
+    for name in ("eth0", "eno1", "ens1f0np0", "ib0", "bond0", "enp4s0"):
+        assert not virtual.fullmatch(name), name
+    # other metrics keep the node matcher alone
+    assert "device!~" not in query_expr(BY_NAME["node_load1"], "instance", ["gpu1:9100"], 22.5)
 
 
 def test_shipped_priority_covers_the_catalog() -> None:

@@ -203,3 +203,28 @@ def test_two_culprits_on_one_metric_are_both_found() -> None:
     clock[12, 160:] *= 0.7  # a second, later
     a = Aligned(TIMES, NODES, {CLOCK: clock}, STEP)
     assert names(detect(a, [CLOCK], Params())) == ["n03", "n12"]
+
+
+# ---- Ethernet/RoCE links (node_exporter's netclass/netdev series) ----------------------------
+
+
+def test_an_ethernet_nic_that_goes_down_is_found_like_a_lost_ib_port() -> None:
+    # RoCE site: eight fabric NICs plus the management port up on every node
+    up = np.full((16, TIMES.size), 9.0)
+    up[4, :] = 8.0  # a NIC down since before the job (its reference)
+    up[11, 140:] = 8.0  # operstate down during the job
+    a = Aligned(TIMES, NODES, {"node_network_up": up}, STEP)
+    assert names(detect(a, ["node_network_up"], Params())) == ["n11"]
+    assert detect(a, ["node_network_up"], Params(device_evidence=False)).faulty == []
+
+
+def test_carrier_flaps_on_one_node_are_found_and_rare_ones_everywhere_are_not() -> None:
+    rng = np.random.default_rng(3)
+    flaps = np.cumsum(rng.poisson(1 / 240, (16, TIMES.size)), axis=1).astype(float)
+    a = Aligned(TIMES, NODES, {"node_network_carrier_changes_total": flaps}, STEP)
+    assert detect(a, ["node_network_carrier_changes_total"], Params()).faulty == []
+    flaps[9, 100:] += np.cumsum(np.full(TIMES.size - 100, 0.5))  # a flapping cable: 2/min
+    a = Aligned(TIMES, NODES, {"node_network_carrier_changes_total": flaps}, STEP)
+    found = detect(a, ["node_network_carrier_changes_total"], Params()).faulty
+    assert [f.node for f in found] == ["n09"]
+    assert found[0].first_detected >= TIMES[100]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 import numpy as np
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -152,6 +153,21 @@ def test_priority_metrics_all_queryable(prom_job: PromJob) -> None:
     specs = [spec_for(m) for m in default_priority()]
     df = fetch_job(PromConfig(prom_job.url), prom_job.nodes, prom_job.start, prom_job.end, specs)
     assert set(df["metric"].unique()) == {s.name for s in specs}
+
+
+def test_the_link_series_count_the_machines_nics_not_its_virtual_interfaces(
+    prom_job: PromJob,
+) -> None:
+    """Each node serves node_network_* for two NICs, a container veth (up; its totals racing)
+    and loopback (down): through the real PromQL only the two NICs count."""
+    from .conftest import NETWORK
+
+    specs = [spec_for(m) for m in NETWORK]
+    df = fetch_job(PromConfig(prom_job.url), prom_job.nodes, prom_job.start, prom_job.end, specs)
+    assert df.height > 0 and set(df["node"]) == set(prom_job.nodes)
+    for metric, value in NETWORK.items():
+        got = df.filter(pl.col("metric") == metric)["value"]
+        assert got.min() == got.max() == value, metric
 
 
 def test_a_dcgm_blank_served_by_prometheus_is_dropped_with_its_reason(prom_job: PromJob) -> None:
