@@ -187,8 +187,8 @@ def _link_sorted_jobs(
 
 def _scatter(n: int, at: pl.Series, values: pl.Series, fill: Any = None) -> pl.Series:
     """A length-``n`` series holding ``values`` at positions ``at`` and ``fill`` elsewhere."""
-    out = pl.Series(values.name, [fill], dtype=values.dtype).extend_constant(fill, n - 1)
-    return out.scatter(at, values) if n else out.clear()
+    out = pl.repeat(fill, n, dtype=values.dtype, eager=True).alias(values.name)
+    return out.scatter(at, values) if len(at) else out
 
 
 def measured_ettr(

@@ -278,3 +278,11 @@ def test_a_record_without_jobidraw_is_a_job_of_its_own() -> None:
     assert keys[0] != keys[1] != keys[2] == keys[3]
     assert got["link_method"].to_list() == [None, None, None, "resubmit"]
     assert got["run_seq"].to_list() == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_tiny_tables_link_as_the_string_linkage_does(n: int) -> None:
+    runs = _random_runs(0, False).head(n)
+    got, want = link_job_runs(runs), reference_link(runs)
+    assert got.height == n
+    assert got.select(LINK).equals(want.select(LINK))
