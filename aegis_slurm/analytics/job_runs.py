@@ -256,7 +256,7 @@ def measured_ettr(
     grouped = df.filter(in_again).sort("run_key", "run_seq").with_columns(record)
     grouped = grouped.group_by("run_key").agg(per_run)
     single = (
-        df.filter(~in_again, pl.col("elapsed_s") >= min_training_hours * 3600.0)
+        df.filter(~in_again, (pl.col("elapsed_s") / 3600.0) >= min_training_hours)
         .with_columns(record)
         .select(
             "run_key",
