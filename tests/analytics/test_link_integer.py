@@ -93,6 +93,23 @@ def _t(h: float) -> datetime:
     return datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=h)
 
 
+def record(job_id_raw: int | None, start: float, state: str, **key: object) -> dict:
+    """One hour-long record submitted ``start`` hours in; ``key`` overrides the default
+    resubmission key (cluster c1, user u, account acct, job name train, 8 GPUs)."""
+    base = dict(cluster="c1", user="u", account="acct", job_name="train", gpus=8)
+    return dict(
+        base,
+        **key,
+        job_id_raw=job_id_raw,
+        run_index=0,
+        submit_time=_t(start),
+        start_time=_t(start),
+        end_time=_t(start + 1),
+        elapsed_s=3600,
+        state=state,
+    )
+
+
 def _tricky() -> pl.DataFrame:
     """Failed jobs each followed within the gap by a job that differs from it in exactly one
     key column (or in nothing: the one true resubmission), plus a null job name pair."""
@@ -109,18 +126,7 @@ def _tricky() -> pl.DataFrame:
             (job, first, t0, "FAILED"),
             (job + 1, dict(base, **change), t0 + 2, "COMPLETED"),
         ):
-            rows.append(
-                dict(
-                    kv,
-                    job_id_raw=jid,
-                    run_index=0,
-                    submit_time=_t(start),
-                    start_time=_t(start),
-                    end_time=_t(start + 1),
-                    elapsed_s=3600,
-                    state=state,
-                )
-            )
+            rows.append(record(jid, start, state, **kv))
         job += 2
     return pl.DataFrame(rows)
 
@@ -141,24 +147,10 @@ def test_a_colliding_hash_never_links_two_keys(monkeypatch: pytest.MonkeyPatch) 
 def _interleaved() -> pl.DataFrame:
     """Key A fails, key B fails in between, A is resubmitted within the gap: sorted by a hash
     in which A and B collide, B's job lands between A's two jobs."""
-    rows = []
-    for jid, name, start in ((200, "a", 0.0), (201, "b", 1.5), (202, "a", 2.0)):
-        rows.append(
-            dict(
-                cluster="c1",
-                user="u",
-                account="acct",
-                job_name=name,
-                gpus=8,
-                job_id_raw=jid,
-                run_index=0,
-                submit_time=_t(start),
-                start_time=_t(start),
-                end_time=_t(start + 1),
-                elapsed_s=3600,
-                state="FAILED",
-            )
-        )
+    rows = [
+        record(jid, start, "FAILED", job_name=name)
+        for jid, name, start in ((200, "a", 0.0), (201, "b", 1.5), (202, "a", 2.0))
+    ]
     return pl.DataFrame(rows)
 
 
@@ -247,28 +239,10 @@ def test_a_record_without_jobidraw_is_a_job_of_its_own() -> None:
     """Three array tasks of an old export without JobIDRaw, then a resubmission of the last.
     The string linkage joined them on a null key: no run_key at all, so every such record fell
     into one null "job run" in the metrics.  Each is its own job; the heuristic still links."""
-    rows = []
-    for jid, start, state in (
-        (None, 0.0, "COMPLETED"),
-        (None, 3.0, "COMPLETED"),
-        (None, 6.0, "FAILED"),
-    ):
-        rows.append(
-            dict(
-                cluster="c1",
-                user="u",
-                account="acct",
-                job_name="sweep",
-                gpus=8,
-                job_id_raw=jid,
-                run_index=0,
-                submit_time=_t(start),
-                start_time=_t(start),
-                end_time=_t(start + 1),
-                elapsed_s=3600,
-                state=state,
-            )
-        )
+    rows = [
+        record(None, start, state, job_name="sweep")
+        for start, state in ((0.0, "COMPLETED"), (3.0, "COMPLETED"), (6.0, "FAILED"))
+    ]
     rows.append(dict(rows[-1], job_id_raw=900, submit_time=_t(8.0), end_time=_t(9.0)))
     runs = pl.DataFrame(rows).with_columns(pl.col("job_id_raw").cast(pl.Int64))
     assert reference_link(runs)["run_key"].null_count() == 3
