@@ -61,6 +61,14 @@ GPU_COUNT = "Hostname:DCGM_FI_DEV_GPU_TEMP:count_gpu"
 #: How many IB ports a node's node_exporter reports (a NIC the OS lost loses its series).
 PORT_COUNT = "instance:node_infiniband_port_data_received_bytes:count_port"
 
+#: dcgm-exporter's NVLink error counters (DCGM fields 409, 419, 429, 439), opt-in in its CSV.
+NVLINK_ERROR_COUNTERS = (
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+)
+
 #: Interfaces that are not a machine's own links: loopback, container veths, bridges and
 #: overlay tunnels (Docker, libvirt, Calico, Flannel, CNI, VXLAN, kube-ipvs).  node_exporter
 #: reports them all under ``node_network_*`` (its netclass/netdev collectors exclude none).
@@ -154,6 +162,15 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         ("node_infiniband_port_data_received_bytes_total", "{sel}"),
     ),
     MetricSpec("node_memory_MemAvailable_bytes", "node", "gauge", "avg", 0, 2e12),
+    # NVLink's own error counters, summed over the node's GPUs: in dcgm-exporter's default
+    # counters CSV but commented out, so present where a site enables them.  A degraded link
+    # shows here (flow-control and data CRC errors, link-level retries, recoveries) while its
+    # throughput only looks like the job's; sparse benign counts are what the burst test is
+    # for.  The range sets where the log scale's full scale starts (a decade above 10/s).
+    *(
+        MetricSpec(name, "dcgm", "counter", "sum", 0, 100, "events")
+        for name in NVLINK_ERROR_COUNTERS
+    ),
     # Ethernet/RoCE sites (no infiniband collector) see their links only here.  How many of
     # the node's physical interfaces are up (operstate): a NIC that drops is one fewer, as a
     # vanished IB port is (node_exporter: "Value is 1 if operstate is 'up', 0 otherwise")

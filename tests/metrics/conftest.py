@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.metrics.catalog import NVLINK_ERROR_COUNTERS, spec_for
 from aegis_slurm.simulate.metrics import Truth, simulate_job
 
 #: dcgm-exporter README's DCGM_FI_DEV_MEMORY_TEMP sample (tests/fixtures/metrics/PROVENANCE.md)
@@ -46,6 +46,8 @@ NETWORK = {
     "node_network_carrier_changes_total": 4.0,
     "node_network_receive_errs_total": 10.0,
 }
+#: Series the simulator does not emit, loaded too (per node; GPU ones split over two GPUs).
+EXTRA = {**NETWORK, **dict.fromkeys(NVLINK_ERROR_COUNTERS, 6.0)}
 
 
 def free_port() -> int:
@@ -165,10 +167,10 @@ def prom_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromJob]:
         .alias("value")
     )
     # the Ethernet link series (the simulator has IB only): every node's two NICs up, their
-    # carrier-change and receive-error totals steady
+    # carrier-change and receive-error totals steady; the NVLink error counters steady
     base = df.filter(pl.col("metric") == "node_load1").select("time", "node")
     df = pl.concat(
-        [df, *(base.with_columns(metric=pl.lit(m), value=pl.lit(v)) for m, v in NETWORK.items())],
+        [df, *(base.with_columns(metric=pl.lit(m), value=pl.lit(v)) for m, v in EXTRA.items())],
         how="diagonal_relaxed",
     )
     (tmp / "job.om").write_text(openmetrics(df))

@@ -6,7 +6,13 @@ import csv
 import json
 from pathlib import Path
 
-from aegis_slurm.metrics.catalog import BY_NAME, DEFAULT_METRICS, HARDWARE_XIDS, spec_for
+from aegis_slurm.metrics.catalog import (
+    BY_NAME,
+    DEFAULT_METRICS,
+    HARDWARE_XIDS,
+    NVLINK_ERROR_COUNTERS,
+    spec_for,
+)
 from aegis_slurm.metrics.priority import default_priority
 
 FIX = Path(__file__).parents[1] / "fixtures" / "metrics"
@@ -34,11 +40,25 @@ def node_types() -> dict[str, str]:
     return out
 
 
+def dcgm_opt_in_types() -> dict[str, str]:
+    """The fields the shipped CSV lists commented out: a site enables them by uncommenting."""
+    out = {}
+    for line in (FIX / "dcgm-exporter-default-counters.csv").read_text().splitlines():
+        row = [c.strip() for c in line.lstrip("# ").split(",")]
+        if line.startswith("#") and len(row) >= 2 and row[0].startswith("DCGM_FI_"):
+            out[row[0]] = row[1]
+    return out
+
+
 def test_dcgm_metrics_are_enabled_by_default_with_the_same_type() -> None:
-    shipped = dcgm_types()
+    shipped, opt_in = dcgm_types(), dcgm_opt_in_types()
     for m in DEFAULT_METRICS:
         if m.source == "dcgm" and m.name not in NOT_IN_DEFAULT_CSV and m.derived is None:
-            assert shipped.get(m.name) == m.kind, m.name
+            if m.name in NVLINK_ERROR_COUNTERS:  # listed, commented out: a site opts in
+                assert m.name not in shipped and opt_in.get(m.name) == m.kind, m.name
+            else:
+                assert shipped.get(m.name) == m.kind, m.name
+    assert set(NVLINK_ERROR_COUNTERS) <= set(opt_in)
 
 
 def test_node_exporter_metrics_exist_with_the_same_type() -> None:

@@ -11,10 +11,18 @@ import polars as pl
 import pytest
 
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import DEFAULT_METRICS, spec_for
+from aegis_slurm.metrics.catalog import DEFAULT_METRICS, NVLINK_ERROR_COUNTERS, spec_for
 
 from . import corpus_v2 as c
 
+#: catalog series added in session 6 that v2's sites do not have: the Ethernet link series
+#: (v2 is InfiniBand only) and the NVLink error counters (opt-in in dcgm-exporter's CSV)
+NOT_IN_V2 = {
+    "node_network_up",
+    "node_network_carrier_changes_total",
+    "node_network_receive_errs_total",
+    *NVLINK_ERROR_COUNTERS,
+}
 SHIPPED = (
     Path(__file__).parent.parent / "fixtures" / "metrics" / "dcgm-exporter-default-counters.csv"
 )
@@ -83,13 +91,9 @@ def test_metric_names_are_the_shipped_ones(small: dict[str, tuple[c.Job, pl.Data
     assert dcgm - shipped == {"DCGM_FI_PROF_NVLINK_TX_BYTES"}
     assert shipped - dcgm == {"DCGM_FI_DEV_VGPU_LICENSE_STATUS", "DCGM_FI_DRIVER_VERSION"}
     # every catalog metric (or, for one derived in PromQL, its exporter series) is in the
-    # corpus, so the evaluator can read them all; but the Ethernet link series (added in
-    # session 6 for RoCE sites): v2's sites are InfiniBand only
-    needed = {
-        m.derived[0] if m.derived else m.name
-        for m in DEFAULT_METRICS
-        if not m.name.startswith("node_network")
-    }
+    # corpus, so the evaluator can read them all; but those added in session 6 that v2's sites
+    # do not have (InfiniBand only, dcgm-exporter's default CSV)
+    needed = {m.derived[0] if m.derived else m.name for m in DEFAULT_METRICS} - NOT_IN_V2
     assert needed <= set(c.METRICS)
     _, raw = small["healthy"]
     assert set(raw["metric"].cast(pl.Utf8).unique()) == set(c.METRICS)
@@ -268,12 +272,8 @@ def test_aggregated_table_meets_the_detector_contract(
     job, raw = small["late_starter"]
     agg = c.aggregate(raw, lambda m: spec_for(m).agg)
     # the catalog's plain series (a derived one is computed by the evaluator, as its PromQL does)
-    # but the Ethernet link series: v2's sites are InfiniBand only
-    names = [
-        m.name
-        for m in DEFAULT_METRICS
-        if m.derived is None and not m.name.startswith("node_network")
-    ]
+    # but those v2's sites do not have
+    names = [m.name for m in DEFAULT_METRICS if m.derived is None and m.name not in NOT_IN_V2]
     a = align(agg.filter(pl.col("metric").is_in(names)), nodes=job.nodes)
     assert sum(a.dropped.values()) == 0
     assert set(a.data) == set(names)

@@ -36,8 +36,9 @@ def test_minder_against_the_naive_rules_on_corpus_v3(
 #: Round 2 (seen): an error counter's continuity counts from its first increment
 #: (``event_continuity``): 0.808 / 0.894 / 4.4 min, 2 of 47 healthy jobs with a false alarm;
 #: and corroborating evidence must be measured (``measured_evidence``, a lost scrape is none):
-#: 0.977 / 0.894 / 4.4 min, 0 of 47.
-FLOOR = {"minder": (0.95, 0.87, 5.0)}
+#: 0.977 / 0.894 / 4.4 min, 0 of 47.  Round 3 (session 6, seen): the NVLink error counters
+#: find its two NVLink-error jobs: 0.978 / 0.936 / 4.4 min, 0 of 47.
+FLOOR = {"minder": (0.95, 0.91, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v3_eval
     import sys

@@ -228,3 +228,15 @@ def test_carrier_flaps_on_one_node_are_found_and_rare_ones_everywhere_are_not() 
     found = detect(a, ["node_network_carrier_changes_total"], Params()).faulty
     assert [f.node for f in found] == ["n09"]
     assert found[0].first_detected >= TIMES[100]
+
+
+def test_nvlink_crc_errors_on_one_node_are_found_and_a_healthy_background_is_not() -> None:
+    # a site that enabled dcgm-exporter's NVLink error counters: healthy links log a CRC
+    # error now and then; a degraded one logs tens per second from its onset on
+    crc = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+    rng = np.random.default_rng(8)
+    X = np.cumsum(rng.poisson(1 / 120, (16, TIMES.size)), axis=1).astype(float)
+    assert detect(Aligned(TIMES, NODES, {crc: X}, STEP), [crc], Params()).faulty == []
+    X[2, 120:] += np.cumsum(rng.poisson(40 * STEP, TIMES.size - 120))
+    found = detect(Aligned(TIMES, NODES, {crc: X}, STEP), [crc], Params()).faulty
+    assert [f.node for f in found] == ["n02"] and found[0].first_detected >= TIMES[120]
