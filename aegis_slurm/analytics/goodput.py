@@ -41,12 +41,13 @@ def restart_runs(
 
     ``linked`` needs ``row_id``, ``run_key`` and ``run_seq`` (see :func:`job_runs.link_job_runs`).
     Returns row_id, failed_row_id, after_infra (the failed record was an infrastructure failure),
-    job_id_raw, gpus, start_time, nodes of each restart.
+    cluster, job_id_raw, gpus, start_time, nodes of each restart.
     """
     cols = [
         "row_id",
         "run_key",
         "run_seq",
+        "cluster",
         "job_id_raw",
         "gpus",
         "start_time",
@@ -77,7 +78,9 @@ def restart_runs(
             & pl.col("start_time").is_not_null()
             & ((pl.col("start_time") - pl.col("_prev_end")) <= restart_within)
         )
-        .select("row_id", "failed_row_id", "after_infra", "job_id_raw", "gpus", "start_time")
+        .select(
+            "row_id", "failed_row_id", "after_infra", "cluster", "job_id_raw", "gpus", "start_time"
+        )
         .collect()
     )
     return out.join(linked.select("row_id", "nodes"), on="row_id", how="left")

@@ -31,6 +31,9 @@ from aegis_slurm.analytics.goodput import (
     restart_runs,
 )
 
+#: What names a job: clusters number their jobs independently.
+JOB = ["cluster", "job_id_raw"]
+
 
 def requeue_loops(
     linked: pl.DataFrame,
@@ -53,6 +56,7 @@ def requeue_loops(
     """
     cols = [
         "row_id",
+        "cluster",
         "job_id_raw",
         "run_index",
         "state",
@@ -67,28 +71,24 @@ def requeue_loops(
     # A slim projection of the jobs with k failed records (no other job can hold a streak of
     # k), sorted once; streak ids from one global cumulative sum (no window ops).  A record
     # without JobIDRaw has no requeues to count (old exports: array tasks, het components).
+    # A job is its cluster and JobIDRaw: clusters number their jobs independently.
     looping = (
         linked.lazy()
         .filter(FAILED_RUN & pl.col("job_id_raw").is_not_null())
-        .group_by("job_id_raw")
+        .group_by(JOB)
         .len()
         .filter(pl.col("len") >= k)
-        .collect()
-        .get_column("job_id_raw")
+        .select(JOB)
     )
+    same_job = pl.all_horizontal([pl.col(c).eq_missing(pl.col(c).shift(1)) for c in JOB])
     df = (
         linked.lazy()
         .select(cols)
-        .filter(pl.col("job_id_raw").is_in(looping.implode()))
+        .join(looping, on=JOB, how="semi")
         .collect()
-        .sort("job_id_raw", "run_index")
+        .sort(*JOB, "run_index")
         .with_columns(FAILED_RUN.alias("_failed"))
-        .with_columns(
-            (~pl.col("_failed") | (pl.col("job_id_raw") != pl.col("job_id_raw").shift(1)))
-            .fill_null(True)
-            .cum_sum()
-            .alias("_streak")
-        )
+        .with_columns((~pl.col("_failed") | ~same_job).fill_null(True).cum_sum().alias("_streak"))
     )
     f = df.filter(pl.col("_failed")).with_columns(
         pl.when(pl.col("_streak").shift(k - 1) == pl.col("_streak"))
@@ -98,6 +98,7 @@ def requeue_loops(
     streaks = (
         f.group_by("_streak")
         .agg(
+            pl.col("cluster").first(),
             pl.col("job_id_raw").first(),
             pl.len().alias("failed_runs"),
             (pl.col("_span") <= window).any().alias("_in_window"),
@@ -125,7 +126,7 @@ def requeue_loops(
     if rf is not None:
         streaks = streaks.filter(~pl.col("_all_infra") | (pl.col("poisson_p") < alpha))
     streaks = streaks.sort("failed_runs", descending=True).unique(
-        "job_id_raw", keep="first", maintain_order=True
+        JOB, keep="first", maintain_order=True
     )
     # Did the same blamed node come back?  (Only the few flagged streaks need node lists.)
     if "blamed_nodes" in linked.columns and not streaks.is_empty():
@@ -144,23 +145,21 @@ def requeue_loops(
     streaks = streaks.with_columns(pl.col("same_node_recurs").fill_null(False))
     if streaks.is_empty():
         return []
-    loop_ids = streaks["job_id_raw"]
+    loop_jobs = streaks.select(JOB)
     # All restarts compete for victims (see goodput.goodput_lost); keep the loops' ones.
     all_restarts = restart_runs(linked, FAILED_RUN)
     links = link_preemptions(linked, all_restarts, tolerance)
-    restarts = all_restarts.filter(pl.col("job_id_raw").is_in(loop_ids.implode()))
+    restarts = all_restarts.join(loop_jobs, on=JOB, how="semi")
     vict = (
         links.join(
-            restarts.select(
-                pl.col("row_id").alias("preemptor_row_id"), pl.col("job_id_raw").alias("loop_job")
-            ),
+            restarts.select(pl.col("row_id").alias("preemptor_row_id"), *JOB),
             on="preemptor_row_id",
         )
         .join(
             linked.select(pl.col("row_id").alias("victim_row_id"), "elapsed_s", "gpus"),
             on="victim_row_id",
         )
-        .group_by("loop_job")
+        .group_by(JOB)
         .agg(
             pl.len().alias("preemptions_caused"),
             pl.col("gpus").sum().alias("preempted_gpus"),
@@ -168,8 +167,8 @@ def requeue_loops(
         )
     )
     info = (
-        linked.filter(pl.col("job_id_raw").is_in(loop_ids.implode()))
-        .group_by("job_id_raw")
+        linked.join(loop_jobs, on=JOB, how="semi")
+        .group_by(JOB)
         .agg(
             pl.col("job_id").first(),
             pl.col("gpus").max(),
@@ -179,8 +178,8 @@ def requeue_loops(
         )
     )
     out = (
-        streaks.join(info, on="job_id_raw")
-        .join(vict.rename({"loop_job": "job_id_raw"}), on="job_id_raw", how="left")
+        streaks.join(info, on=JOB)
+        .join(vict, on=JOB, how="left")
         .with_columns(
             pl.col("preemptions_caused", "preempted_gpus").fill_null(0),
             pl.col("victim_gpu_hours_lost").fill_null(0.0),
@@ -190,6 +189,7 @@ def requeue_loops(
         )
         .sort("gpu_hours_lost", descending=True)
         .select(
+            "cluster",
             "job_id",
             "job_id_raw",
             "user",

@@ -14,7 +14,7 @@ import pytest
 import reference_before_slices as ref  # this directory is on sys.path (no __init__.py)
 
 from aegis_slurm.analytics.attribution import attribute_failures
-from aegis_slurm.analytics.goodput import goodput_lost
+from aegis_slurm.analytics.goodput import FAILED_RUN, goodput_lost
 from aegis_slurm.analytics.job_runs import link_job_runs, measured_ettr
 from aegis_slurm.analytics.loops import requeue_loops
 from aegis_slurm.simulate.history import SimConfig, simulate
@@ -50,7 +50,36 @@ def test_crash_loops_equal_the_every_record_sort(linked: pl.DataFrame, rf: float
 
     want = ref.requeue_loops(linked, rf=rf)
     assert want  # the simulation plants crash loops
-    assert close(by_job(requeue_loops(linked, rf=rf)), by_job(want))
+    got = requeue_loops(linked, rf=rf)
+    # one cluster here: the same loops, now also naming their cluster
+    assert {x.pop("cluster") for x in got} == set(linked["cluster"].unique())
+    assert close(by_job(got), by_job(want))
+
+
+def test_a_crash_loop_is_one_clusters_job(linked: pl.DataFrame) -> None:
+    """Clusters number their jobs independently: the same JobIDRaw on two clusters is two
+    jobs, and their failed runs never add up to one loop (the session-5 code added them)."""
+    k = 3
+    loop = max(requeue_loops(linked, k=k), key=lambda x: x["failed_runs"])
+    job = linked.filter(
+        (pl.col("cluster") == loop["cluster"]) & (pl.col("job_id_raw") == loop["job_id_raw"])
+    ).sort("run_index")
+    failed = job.select(FAILED_RUN.cum_sum().alias("n"))["n"]
+    # the original cluster keeps the job's records up to its (k-1)-th failed run; another
+    # cluster's job with the same id holds the rest
+    moved = job.filter(failed >= k)["row_id"]
+    split = linked.with_columns(
+        pl.when(pl.col("row_id").is_in(moved.implode()))
+        .then(pl.lit("other"))
+        .otherwise(pl.col("cluster"))
+        .alias("cluster")
+    )
+    got = {(x["cluster"], x["job_id_raw"]): x for x in requeue_loops(split, k=k)}
+    assert (loop["cluster"], loop["job_id_raw"]) not in got
+    other = got.get(("other", loop["job_id_raw"]))
+    assert other is None or other["failed_runs"] < loop["failed_runs"]
+    old = {x["job_id_raw"]: x for x in ref.requeue_loops(split, k=k)}
+    assert old[loop["job_id_raw"]]["failed_runs"] == loop["failed_runs"]
 
 
 @pytest.mark.parametrize("min_hours", [24.0, 2.0, 0.0])
