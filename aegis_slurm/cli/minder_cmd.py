@@ -170,6 +170,8 @@ def detect_cmd(
         click.echo("no faulty node found")
     for f in doc["faulty"]:
         click.echo(f"FAULTY {f['node']}  since {f['first_detected']}  {f['metric']}  {f['score']}")
+    for d in doc["departed"]:
+        click.echo(f"LEFT   {d['node']}  at {d['at']}  (the job ran on without it; not a fault)")
 
 
 @minder.command("fit")

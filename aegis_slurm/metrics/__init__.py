@@ -76,7 +76,9 @@ def analyse(
 def to_json(result: Result) -> dict[str, Any]:
     """The stable ``--json`` contract.
 
-    ``{"faulty": [{"node", "first_detected", "metric", "score"}, ...], "windows": int}``.
+    ``{"faulty": [{"node", "first_detected", "metric", "score"}, ...], "windows": int,
+    "departed": [{"node", "at"}, ...]}``: ``departed`` names the nodes that left the job while
+    it ran on at its level (an elastic job releasing them), which are not faults.
     """
     return {
         "faulty": [
@@ -89,6 +91,10 @@ def to_json(result: Result) -> dict[str, Any]:
             for f in result.faulty
         ],
         "windows": int(result.windows),
+        "departed": [
+            {"node": node, "at": iso(t)}
+            for node, t in sorted(result.departed.items(), key=lambda kv: (kv[1], kv[0]))
+        ],
     }
 
 

@@ -73,6 +73,11 @@ class Params:
     # the node has every sample of that metric in the window, and an exporter gone only once it
     # has been gone for the continuity (:func:`measured_support`); a lost scrape is neither
     measured_evidence: bool = True
+    # a node whose GPUs all went idle while its peers' throughput stays at the job's level has
+    # left the job (an elastic job released it): the job no longer waits for it, so it is not
+    # the machine slowing it; its findings from then on, but for hardware evidence (Xid, a lost
+    # device, an error-counter burst), are reported under ``departed`` (:func:`departed_at`)
+    departure: bool = True
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,8 @@ class Result:
     faulty: list[Finding]
     windows: int
     per_metric: dict[str, list[Finding]] = field(default_factory=dict)
+    #: node -> epoch seconds at which it left the job (:func:`departed_at`), not a fault
+    departed: dict[str, float] = field(default_factory=dict)
 
 
 def _quiet(fn, X: np.ndarray) -> np.ndarray:
@@ -708,6 +715,77 @@ def corroborated(
     return Finding(finding.node, finding.metric, t, finding.score)
 
 
+#: The utilisation series that says a node's GPUs are working, and the level (percent) at or
+#: under which the busiest-lowest GPU of a node counts as idle (DCGM's GPU_UTIL is the share of
+#: time a kernel ran; an idle GPU reads 0, a monitoring poll a few percent).
+UTILISATION = "DCGM_FI_DEV_GPU_UTIL"
+IDLE_UTIL = 5.0
+
+
+def job_running(aligned: Aligned, p: Params) -> np.ndarray:
+    """Per step: the job runs at its typical level -- most of the coupled throughputs (power,
+    tensor duty, link bytes) with a peers' median at that step are :func:`steady_steps` (one
+    may be bursty by nature: PCIe bytes of a job that stages data in spurts).  False where none
+    has data: a step nobody measured is not evidence that the job ran."""
+    T = aligned.times.size
+    steady = np.zeros(T)
+    seen = np.zeros(T)
+    for m in aligned.data:
+        spec = spec_for(m)
+        if spec.evidence != "coupled":
+            continue
+        X = series(aligned, m, p)
+        has = ~np.isnan(peer_median(X))
+        steady += steady_steps(X, spec.lo) & has
+        seen += has
+    return (seen > 0) & (steady > seen / 2)
+
+
+def departure_mask(aligned: Aligned, p: Params) -> np.ndarray:
+    """Nodes x steps at which a node is out of the job: its lowest GPU utilisation is idle
+    (:data:`IDLE_UTIL`) while the job runs at its level
+    (:func:`job_running`), after the node had worked (a GPU idle by design or a late starter
+    never left anything).
+
+    In a synchronous job a node that stops working stops everybody: the peers wait in NCCL and
+    the job's throughput collapses.  A job that goes on at its level without the node no longer
+    needs it -- an elastic job released it (or restarted without it); whatever slows the job,
+    it is not that node.
+    """
+    n, T = len(aligned.nodes), aligned.times.size
+    if not p.departure or UTILISATION not in aligned.data:
+        return np.zeros((n, T), bool)
+    util = series(aligned, UTILISATION, p)
+    with np.errstate(invalid="ignore"):
+        idle = util <= IDLE_UTIL
+        worked = np.maximum.accumulate(util > IDLE_UTIL, axis=1)
+    return idle & worked & job_running(aligned, p)[None, :]
+
+
+def departed_at(mask: np.ndarray, times: np.ndarray, k: int) -> dict[int, float]:
+    """Row -> when the node left: the start of its first :func:`departure_mask` run that lasts
+    ``k`` steps (the continuity) -- a blip of idleness is not leaving."""
+    out: dict[int, float] = {}
+    held = sustained(mask, k)
+    for i in np.flatnonzero(held.any(axis=1)):
+        j = int(held[i].argmax())
+        start = j
+        while start > 0 and mask[i, start - 1]:
+            start -= 1
+        out[int(i)] = float(times[start])
+    return out
+
+
+def explained_by_departure(f: Finding, row: int, held: np.ndarray, times: np.ndarray) -> bool:
+    """A finding on a level metric (not an Xid, a lost device or an error burst, which stay
+    hardware evidence) made while its node was out of the job (``held``: the
+    :func:`departure_mask` held for the whole window before the step)."""
+    if spec_for(f.metric).scale in ("xid", "devices", "events"):
+        return False
+    j = int(np.searchsorted(times, f.first_detected))
+    return j < times.size and bool(held[row, j])
+
+
 def detect(
     aligned: Aligned,
     priority: list[str],
@@ -763,13 +841,27 @@ def detect(
                 for f in per_metric[m]
             ]
             per_metric[m] = [f for f in kept if f is not None]
+    row = {node: i for i, node in enumerate(aligned.nodes)}
+    out_of_job = departure_mask(aligned, p)
+    departed = {
+        aligned.nodes[i]: t
+        for i, t in departed_at(
+            out_of_job, aligned.times, max(round(p.continuity / aligned.step), 1)
+        ).items()
+    }
+    held = sustained(out_of_job, max(round(p.window / aligned.step), 1))
     best: dict[str, Finding] = {}
     for m in metrics:
+        per_metric[m] = [
+            f
+            for f in per_metric[m]
+            if not explained_by_departure(f, row[f.node], held, aligned.times)
+        ]
         for f in per_metric[m]:
             if f.node not in best or f.first_detected < best[f.node].first_detected:
                 best[f.node] = f
     faulty = sorted(best.values(), key=lambda f: (f.first_detected, f.node))
-    return Result(faulty, windows, per_metric)
+    return Result(faulty, windows, per_metric, departed)
 
 
 def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, dict]:

@@ -240,3 +240,51 @@ def test_nvlink_crc_errors_on_one_node_are_found_and_a_healthy_background_is_not
     X[2, 120:] += np.cumsum(rng.poisson(40 * STEP, TIMES.size - 120))
     found = detect(Aligned(TIMES, NODES, {crc: X}, STEP), [crc], Params()).faulty
     assert [f.node for f in found] == ["n02"] and found[0].first_detected >= TIMES[120]
+
+
+# ---- a node that left the job ----------------------------------------------------------------
+
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+
+
+def elastic(rng: np.random.Generator, leaver: int, at: int, job_goes_on: bool) -> Aligned:
+    """16 nodes training; from step ``at`` node ``leaver``'s GPUs idle (cool, clocked down, at
+    idle power).  The peers either go on at their level (an elastic job released it) or wait
+    in NCCL: utilisation spins at 100 % while power and tensor duty collapse."""
+    util = np.clip(busy(rng, 97.0, 0.01), 0, 100)
+    power = busy(rng, 650.0, 0.02)
+    tensor = busy(rng, 0.6, 0.02)
+    clock = busy(rng, 1980.0, 0.003)
+    for X, idle in ((util, 0.0), (power, 70.0), (tensor, 0.0), (clock, 345.0)):
+        X[leaver, at:] = idle
+    if not job_goes_on:
+        peers = np.arange(len(NODES)) != leaver
+        util[np.ix_(peers, np.arange(at, TIMES.size))] = 100.0
+        power[np.ix_(peers, np.arange(at, TIMES.size))] = 120.0
+        tensor[np.ix_(peers, np.arange(at, TIMES.size))] = 0.0
+    return Aligned(TIMES, NODES, {UTIL: util, POWER: power, TENSOR: tensor, CLOCK: clock}, STEP)
+
+
+def test_a_node_the_job_goes_on_without_left_it_and_is_no_fault() -> None:
+    a = elastic(np.random.default_rng(5), leaver=6, at=120, job_goes_on=True)
+    pri = [POWER, CLOCK, UTIL, TENSOR]
+    res = detect(a, pri, Params())
+    assert res.faulty == []
+    assert list(res.departed) == ["n06"] and abs(res.departed["n06"] - TIMES[120]) <= 2 * STEP
+    # without the rule its idle clock and utilisation convict it
+    assert names(detect(a, pri, Params(departure=False))) == ["n06"]
+
+
+def test_a_node_that_stops_while_the_job_waits_for_it_is_still_the_culprit() -> None:
+    a = elastic(np.random.default_rng(6), leaver=6, at=120, job_goes_on=False)
+    res = detect(a, [POWER, CLOCK, UTIL, TENSOR], Params())
+    assert names(res) == ["n06"] and res.departed == {}
+
+
+def test_hardware_evidence_on_a_node_that_left_still_stands() -> None:
+    a = elastic(np.random.default_rng(7), leaver=6, at=120, job_goes_on=True)
+    xid = np.zeros((len(NODES), TIMES.size))
+    xid[6, 118:] = 79  # fallen off the bus, then released by the elastic job
+    a = Aligned(TIMES, NODES, {**a.data, XID: xid}, STEP)
+    res = detect(a, [POWER, CLOCK, UTIL, TENSOR, XID], Params())
+    assert [(f.node, f.metric) for f in res.faulty] == [("n06", XID)]
