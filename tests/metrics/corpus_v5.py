@@ -10,8 +10,8 @@ and node_exporter repositories at tagged versions, their issues, NVIDIA Xid / DC
 Every name and number with its source, and every **GUESS**, is in
 ``tests/fixtures/metrics_v5/README.md``.
 
-Population (seed 0): 114 jobs, 58 healthy and 56 faulty (3 of them with two culprits), on five
-sites that differ on purpose:
+Population (any seed): 116 jobs, 60 healthy (52 %) and 56 faulty (3 of them with two culprits),
+on five sites that differ on purpose:
 
 * ``nebula``  H800-SXM 8 GPU nodes, 8 NDR InfiniBand rails, dcgm-exporter 3.3.8-3.6.0 with the DCP
   (profiling) csv plus three NVLink error counters the site enabled, node_exporter 1.8.2.
@@ -22,12 +22,17 @@ sites that differ on purpose:
 * ``lumen``   L40S PCIe 8 GPU nodes, no NVLink, RoCE (the infiniband collector is disabled and RDMA
   traffic does not show in netdev counters), dcgm-exporter 3.3.8 default csv with the profiling
   module unavailable (no DCP fields), memory temperature reported as DCGM's blank sentinel.
-* ``vega``    H100-SXM 8 GPU nodes, 8 NDR rails, dcgm-exporter 4.4.1-4.6.0, node_exporter 1.3.1 on
-  some nodes and 1.8.2 on others (mixed versions inside one job).
+* ``vega``    H100-SXM 8 GPU nodes, 8 NDR rails, dcgm-exporter 4.4.1-4.6.0, node_exporter 1.8.2;
+  ``rolling_upgrade`` jobs run two dcgm-exporter versions side by side (vega and nebula).
 
-Sizes 4..1,024 nodes (four jobs >= 256), windows 30..120 min, scrape intervals 10/15/30/60 s with
-a per-node, per-exporter scrape phase.  Faults (``FAULT_KINDS``) and hard healthy cases
-(``BENIGN_KINDS``) are listed below with their counts in the README.
+Sizes 4..1,024 nodes (six jobs >= 256 with seed 0), windows 30..120 min, scrape intervals
+10/15/30/60 s with a per-node, per-exporter scrape phase.  Faults (``FAULT_KINDS``) and hard
+healthy cases (``BENIGN_KINDS``) are described, with their counts, in the README.
+
+Assumptions: every number no source gave is a GUESS (listed in the README): hardware clocks and
+powers, the power/temperature model, traffic levels, host CPU/memory, fault magnitudes, NCCL
+timeouts (10/30 min), and exporter behaviour on failures (a fallen-off GPU's series stop, a hung
+exporter yields no samples, paused profiling removes only the ``DCGM_FI_PROF_*`` series).
 
 Model (all GUESS in shape, anchored on the sources in the README): a synchronous job runs at the
 speed of its slowest member; a node that is slow or hung slows or hangs every node, so job-wide
