@@ -23,6 +23,7 @@ per-second rates by the detector (:func:`aegis_slurm.metrics.detect.to_rates`).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -55,8 +56,16 @@ PORT_MIN = "instance:node_infiniband_port_data_received_bytes:rate_min_port"
 #: The lowest per-GPU rate of dcgm-exporter's default NVLink counter.
 NVLINK_MIN = "Hostname:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL:rate_min_gpu"
 
+#: DCGM field 449: an instantaneous NVLink throughput (MiB/s) that dcgm-exporter's CSV types as
+#: a counter (see the catalog entry of :data:`NVLINK_MIN`); its per-lane variants likewise.
+NVLINK_RATE_FIELD = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
+_DCGM_RATE_VALUED = re.compile(r"DCGM_FI_DEV_NVLINK_BANDWIDTH_(TOTAL|L\d+)")
+
 #: How many GPUs a node's dcgm-exporter reports (a GPU off the bus, Xid 79, loses its series).
 GPU_COUNT = "Hostname:DCGM_FI_DEV_GPU_TEMP:count_gpu"
+
+#: The rate an IB/RoCE port trained at (``rate_bytes_per_second``, "Maximum signal transfer rate").
+LINK_RATE = "node_infiniband_rate_bytes_per_second"
 
 #: How many IB ports a node's node_exporter reports (a NIC the OS lost loses its series).
 PORT_COUNT = "instance:node_infiniband_port_data_received_bytes:count_port"
@@ -101,16 +110,20 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 0, 50, "events"),
     # in dcgm-exporter's default counters (DCGM_FI_PROF_NVLINK_TX_BYTES is not): the slowest
-    # GPU's NVLink rate; the job scale makes its unit (bytes or KiB per DCGM version) immaterial
+    # GPU's NVLink rate.  The field *is* a rate (MiB/s, TX + RX) although the CSV types it
+    # "counter": DCGM differences NVML's cumulative KiB counters itself and divides by the time
+    # (DcgmCacheManager ReadAndCacheNvLinkBandwidth; dcgm-exporter PR #658, KempnerPulse #10
+    # measuring it on H200), so its value is read, never rate()'d -- rate() takes each dip for
+    # a counter reset.  Range: NVLink 5 moves 1.8 TB/s per GPU (~1.7e6 MiB/s)
     MetricSpec(
         NVLINK_MIN,
         "dcgm",
         "gauge",
         "min",
         0,
-        1e12,
+        2e6,
         "job",
-        ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "rate({sel}[{range}s])"),
+        (NVLINK_RATE_FIELD, "last_over_time({sel}[{lookback}s])"),
         evidence="coupled",
     ),
     MetricSpec(
@@ -124,6 +137,12 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         evidence="coupled",
     ),
     MetricSpec("node_infiniband_link_downed_total", "node", "counter", "sum", 0, 0.05, "events"),
+    # the rate each IB/RoCE port trained at (sysfs ``rate``; node_exporter's infiniband
+    # collector), the node's lowest: a link that retrained at half or a quarter of its width or
+    # speed carries on without an error while the whole job waits on it (NHC's check_hw_ib and
+    # ibstat read the same field at boot; this watches it while the job runs).  Range: NDR
+    # 400 Gb/s = 5e10 B/s; an XDR port widens it from the data
+    MetricSpec(LINK_RATE, "node", "gauge", "min", 0, 50e9),
     # packets received with errors (sysfs port_rcv_errors: symbol/CRC-level damage on the link),
     # summed over ports; sparse benign increments are what the burst test is for.  The range:
     # a failing cable logs up to ~10/s (HDR at 50 GB/s moves ~12 M packets/s: 1 ppm)
@@ -220,12 +239,15 @@ def is_counter_name(name: str) -> bool:
 
     Prometheus' convention is a lower-case ``_total`` suffix (names are case-sensitive, and the
     OpenMetrics spec appends exactly ``_total``).  DCGM field names are upper-case: dcgm-exporter
-    types its ``*_TOTAL`` fields as counters (``DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL``,
-    ``*_ECC_*_TOTAL``, ``*_ERROR_COUNT_TOTAL`` in its default-counters.csv) except the memory
-    capacities (:data:`_DCGM_CAPACITY`).  Any other casing (``_Total``) is not a counter.
+    types its ``*_TOTAL`` fields as counters (``*_ECC_*_TOTAL``, ``*_ERROR_COUNT_TOTAL`` in its
+    default-counters.csv) except the memory capacities (:data:`_DCGM_CAPACITY`) and the NVLink
+    bandwidth fields, which DCGM publishes as rates (:data:`NVLINK_RATE_FIELD`).  Any other
+    casing (``_Total``) is not a counter.
     """
     if name.endswith("_total"):
         return True
+    if _DCGM_RATE_VALUED.fullmatch(name):
+        return False
     return name.startswith("DCGM_") and name.endswith("_TOTAL") and name not in _DCGM_CAPACITY
 
 

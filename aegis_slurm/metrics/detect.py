@@ -10,7 +10,7 @@ per-window z-score baseline the issue compares against is :func:`zscore_baseline
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy.ndimage import median_filter
@@ -49,6 +49,15 @@ class Params:
     # seconds after the warm-up whose median offset of each node from its peers is taken as that
     # node's normal (a constant hardware offset, an idle-by-design GPU); 0: off.
     baseline: float = 300.0
+    # seconds after the window's first sample at which that span begins; negative (-1, the
+    # default): at once when the window opens with the job already at its level
+    # (:func:`opens_mid_job`), else after the warm-up.  A window that opens mid-job has no
+    # warm-up to skip, and a fault 4 minutes in would be most of a span that began after a
+    # 5-minute warm-up -- the node's "normal"
+    # (corpus v5, seen: 14 of its 59 culprits began in its first 10 minutes); the span's
+    # median keeps a fault that fills less than half of it out of the reference.  A launch
+    # keeps the warm-up: nodes start and load at their own pace in its first minutes
+    reference_start: float = -1.0
     gain: bool = True  # also read a node's reference offset as a gain (see :func:`corrected`)
     join: bool = True  # a late starter's reference and judging begin when it joined the job
     steady: bool = True  # the reference counts only steps with the job at its typical level
@@ -73,6 +82,11 @@ class Params:
     # the node has every sample of that metric in the window, and an exporter gone only once it
     # has been gone for the continuity (:func:`measured_support`); a lost scrape is neither
     measured_evidence: bool = True
+    # an error counter's rate is never a node's normal: no reference offset on the events
+    # scale (a link logging errors since before the window is a bad link, not a hardware
+    # offset; the burst test already allows for the peers' background) -- a fault that began
+    # in the first minutes of the window would otherwise be the node's reference
+    event_reference: bool = False
     # a node whose GPUs all went idle while its peers' throughput stays at the job's level has
     # left the job (an elastic job released it): the job no longer waits for it, so it is not
     # the machine slowing it; its findings from then on, but for hardware evidence (Xid, a lost
@@ -539,9 +553,15 @@ def node_reference(
     start: float,
     span: float,
     ignore: np.ndarray | None = None,
+    late: np.ndarray | None = None,
+    join_until: float | None = None,
 ) -> tuple[tuple[np.ndarray, float], np.ndarray]:
     """Each node's reference (offsets, peers' level) over ``[start, start + span)`` of the
     :func:`series` ``X``, and when each node joined (from when it is judged).
+
+    ``late`` (per node, :func:`late_joins`; ``inf``: none): a node that waited outside the job
+    while it ran and joined it later is judged from the end of its own warm-up after that,
+    against a span from then -- its idle minutes are not its normal under load.
 
     Only steps with the job at its typical level count (:func:`steady_steps`); a late starter's
     span begins when it first matched its peers within the span (:func:`joined_at`); a node that
@@ -549,15 +569,21 @@ def node_reference(
     a node broken from the start; a node "joining" later, e.g. when all idle at a checkpoint,
     would take that pause for its normal).
     """
-    dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, p.lag)
+    # no lag here: a late starter at its idle level matches the peers' median of one step
+    # earlier, from before they loaded -- and would "join" at the span's first step (v5, seen)
+    dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, 0)
     steady = None
     if p.steady and not (p.scales and spec_for(metric).scale == "events"):
         steady = steady_steps(X, spec_for(metric).lo)
-    inside = (times >= start) & (times < start + span)
+    # a late starter may match its peers only after the span: it joins up to ``join_until``
+    until = start + span if join_until is None else max(start + span, join_until)
+    inside = (times >= start) & (times < until)
     if steady is not None:
         inside &= steady
     joined = joined_at(dev0, judged0 & inside & p.join, times, p.threshold)
     joined[~np.isfinite(joined)] = start
+    if late is not None:  # its own warm-up: it loads, then the job re-forms around it
+        joined = np.where(np.isfinite(late), np.maximum(joined, late + p.warmup), joined)
     return reference_offsets(X, times, start, span, joined, steady), joined
 
 
@@ -567,6 +593,7 @@ def prepare(
     p: Params,
     ref: tuple[np.ndarray, float] | None = None,
     ignore: np.ndarray | None = None,
+    late: np.ndarray | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray | None]:
     """The arrays the distances are taken on, and from when each node is judged (None: from
     the warm-up's end).
@@ -579,11 +606,19 @@ def prepare(
     since = None
     if ref is None and p.baseline > 0:
         ref, since = node_reference(
-            X, aligned.times, metric, p, aligned.times[0] + p.warmup, p.baseline, ignore
+            X,
+            aligned.times,
+            metric,
+            p,
+            aligned.times[0] + (p.warmup if p.reference_start < 0 else p.reference_start),
+            p.baseline,
+            ignore,
+            late,
+            aligned.times[0] + p.warmup + p.baseline,
         )
-    if ref is None:
-        return [scale(X, metric, p)], since
     spec = spec_for(metric)
+    if ref is None or (p.scales and spec.scale == "events" and not p.event_reference):
+        return [scale(X, metric, p)], since
     lo = spec.lo if p.gain and (spec.scale != "events" or not p.scales) else None
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
@@ -594,11 +629,12 @@ def deviation(
     p: Params,
     ignore: np.ndarray | None = None,
     ref: tuple[np.ndarray, float] | None = None,
+    late: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """:func:`peer_deviation` of the metric, the smaller over the readings of :func:`prepare`;
     the judged steps; and from when each node is judged (None: all from the warm-up's end)."""
     dev, judged = None, None
-    arrays, since = prepare(aligned, metric, p, ref, ignore)
+    arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag)
         dev = d if dev is None else np.minimum(dev, d)
@@ -623,9 +659,10 @@ def _detect_metric(
     p: Params,
     ignore: np.ndarray | None = None,
     ref: tuple[np.ndarray, float] | None = None,
+    late: np.ndarray | None = None,
 ) -> tuple[list[Finding], int, np.ndarray]:
     """:func:`detect_metric`, and its candidate windows (nodes x steps) for corroboration."""
-    dev, judged, since = deviation(aligned, metric, p, ignore, ref)
+    dev, judged, since = deviation(aligned, metric, p, ignore, ref, late)
     if p.profiler_pause:
         blank = profiler_blank(aligned, metric)
         if blank is not None:
@@ -741,7 +778,34 @@ def job_running(aligned: Aligned, p: Params) -> np.ndarray:
     return (seen > 0) & (steady > seen / 2)
 
 
-def departure_mask(aligned: Aligned, p: Params) -> np.ndarray:
+def opens_mid_job(running: np.ndarray, times: np.ndarray, span: float) -> bool:
+    """Whether the window opens with the job already at its level: it runs (:func:`job_running`)
+    at most of the steps of the window's first ``span`` seconds."""
+    first = times < times[0] + span
+    return bool(first.any() and running[first].mean() > 0.5)
+
+
+def late_joins(aligned: Aligned, p: Params, running: np.ndarray) -> np.ndarray:
+    """Per node, when it joined the job after waiting outside it (``inf``: it did not): its
+    GPUs idle (:data:`IDLE_UTIL`) for a continuity period while the job ran at its level
+    (``running``, :func:`job_running`), before they first worked -- an elastic job taking a
+    node in mid-run, or a node that started long after its peers.  (A node the job waits for
+    holds everybody up: the job does not run at its level meanwhile.)"""
+    n = len(aligned.nodes)
+    out = np.full(n, np.inf)
+    if not p.departure or UTILISATION not in aligned.data:
+        return out
+    util = series(aligned, UTILISATION, p)
+    with np.errstate(invalid="ignore"):
+        busy = util > IDLE_UTIL
+        waiting = (util <= IDLE_UTIL) & ~np.maximum.accumulate(busy, axis=1) & running[None, :]
+    waited = sustained(waiting, max(round(p.continuity / aligned.step), 1)).any(axis=1)
+    for i in np.flatnonzero(waited & busy.any(axis=1)):
+        out[i] = aligned.times[int(busy[i].argmax())]
+    return out
+
+
+def departure_mask(aligned: Aligned, p: Params, running: np.ndarray | None = None) -> np.ndarray:
     """Nodes x steps at which a node is out of the job: its lowest GPU utilisation is idle
     (:data:`IDLE_UTIL`) while the job runs at its level
     (:func:`job_running`), after the node had worked (a GPU idle by design or a late starter
@@ -759,7 +823,9 @@ def departure_mask(aligned: Aligned, p: Params) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         idle = util <= IDLE_UTIL
         worked = np.maximum.accumulate(util > IDLE_UTIL, axis=1)
-    return idle & worked & job_running(aligned, p)[None, :]
+    if running is None:
+        running = job_running(aligned, p)
+    return idle & worked & running[None, :]
 
 
 def departed_at(mask: np.ndarray, times: np.ndarray, k: int) -> dict[int, float]:
@@ -808,6 +874,11 @@ def detect(
     windows = 0
     never = never_exported(aligned)
     local = np.zeros((len(aligned.nodes), aligned.times.size), bool)
+    running = job_running(aligned, p)
+    late = late_joins(aligned, p, running)
+    if p.reference_start < 0:
+        mid = opens_mid_job(running, aligned.times, 2 * p.window)
+        p = replace(p, reference_start=0.0 if mid else p.warmup)
     for m in metrics:
         ref = None
         if offsets is not None and p.baseline > 0:
@@ -817,7 +888,7 @@ def detect(
                 np.array([node_off.get(n, np.nan) for n in aligned.nodes], dtype=float),
                 float(r.get("level", np.nan)),
             )
-        found, n, c = _detect_metric(aligned, m, p, never.get(m), ref)
+        found, n, c = _detect_metric(aligned, m, p, never.get(m), ref, late)
         windows = max(windows, n)
         per_metric[m] = found
         if spec_for(m).evidence == "local":
@@ -842,7 +913,7 @@ def detect(
             ]
             per_metric[m] = [f for f in kept if f is not None]
     row = {node: i for i, node in enumerate(aligned.nodes)}
-    out_of_job = departure_mask(aligned, p)
+    out_of_job = departure_mask(aligned, p, running)
     departed = {
         aligned.nodes[i]: t
         for i, t in departed_at(

@@ -166,7 +166,8 @@ def query_expr(spec: MetricSpec, label: str, values: list[str], lookback: float)
         source, expr = spec.derived
         # a rate over at least 4 scrapes (``lookback`` is 1.5 steps), and at least a minute
         rng = max(60, round(4 * lookback / 1.5))
-        return f"{spec.agg} by ({label}) ({expr.format(sel=source + matcher, range=rng)})"
+        inner = expr.format(sel=source + matcher, range=rng, lookback=max(int(lookback), 1))
+        return f"{spec.agg} by ({label}) ({inner})"
     sel = spec.name + matcher
     return f"{spec.agg} by ({label}) (last_over_time({sel}[{max(int(lookback), 1)}s]))"
 

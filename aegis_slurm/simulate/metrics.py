@@ -48,8 +48,9 @@ DCGM = (
     "DCGM_FI_PROF_NVLINK_TX_BYTES",
     "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
     # last and without random draws, so the other series' draws stay as they were: the default
-    # NVLink counter as dcgm-exporter serves it (Prometheus tests) and the per-node minimum of
-    # its rate under the catalog's derived name (offline tables)
+    # NVLink bandwidth field as dcgm-exporter serves it (Prometheus tests) -- a rate in MiB/s,
+    # which DCGM computes although the CSV types it "counter" -- and the per-node minimum of it
+    # under the catalog's derived name (offline tables)
     "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
     "Hostname:DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL:rate_min_gpu",
     # the last Xid (no random draw either): 74 after an NVLink fault, 48 (double-bit ECC) after
@@ -209,9 +210,8 @@ def _metric(name: str, ts, st, rng, step) -> np.ndarray:
     ramp, pause, speed, hang, fc = st["ramp"], st["pause"], st["speed"], st["hang"], st["fc"]
     fault = str(st["fault"])
     if "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL" in name:  # no random draw (see DCGM)
-        rate = ramp * ~pause * ~hang * 120e9 * speed
-        rate = np.where(fc & (fault == "nvlink"), rate * 0.5, rate)
-        return rate if name.endswith(":rate_min_gpu") else _counter(rate, ts, rng, exact=True)
+        rate = ramp * ~pause * ~hang * (120e9 / 2**20) * speed  # MiB/s
+        return np.where(fc & (fault == "nvlink"), rate * 0.5, rate)
     if name == "DCGM_FI_DEV_XID_ERRORS":  # no random draw (see DCGM)
         code = {"nvlink": 74.0, "ecc": 48.0}.get(fault, 0.0)
         return np.where(fc, code, 0.0)

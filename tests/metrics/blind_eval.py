@@ -5,7 +5,8 @@ with their shipped defaults.  Nothing here is tuned; it only reads a corpus and 
 Per node: the catalog's metrics, each aggregated over its devices by the catalog's function (the
 corpus's own ``aggregate``, a PromQL ``agg by (instance)`` over raw totals for counters); a
 derived metric (the lowest per-port or per-GPU rate) computed from its exporter series as its
-PromQL does (a device count: the series with a sample at that scrape).
+PromQL does (a device count: the series with a sample at that scrape; ``last_over_time``: each
+device's value at its scrape, reduced by the spec's function).
 
 Scoring: a culprit flagged at or after its onset is a true positive (one per culprit; a job may
 have two); any other node flagged, or a culprit flagged before its onset, is a false positive.
@@ -21,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import DEFAULT_METRICS, spec_for
+from aegis_slurm.metrics.catalog import DEFAULT_METRICS, NVLINK_RATE_FIELD, spec_for
 from aegis_slurm.metrics.detect import Params, detect, lambda_2delta, zscore_baseline
 from aegis_slurm.metrics.evaluate import Score
 from aegis_slurm.metrics.priority import default_priority
@@ -49,9 +50,32 @@ class Tally(Score):
         )
 
 
+def as_dcgm_publishes_it(raw: pl.DataFrame) -> pl.DataFrame:
+    """DCGM's NVLink bandwidth field (449) as DCGM publishes it: a rate (MiB/s) that DCGM
+    computes from NVML's cumulative counters (catalog ``NVLINK_RATE_FIELD``).  Corpora v2-v4
+    modelled it as the cumulative counter dcgm-exporter's CSV calls it; where a job's series
+    never fall (99 % of steps or more), each device's rate between its samples is what DCGM
+    would have published.  A rate-valued series (v5) rises and falls and is left as it is."""
+    field = raw.filter(pl.col("metric") == NVLINK_RATE_FIELD)
+    if field.is_empty():
+        return raw
+    s = field.sort("node", "device", "time").with_columns(
+        d=pl.col("value").diff().over("node", "device"),
+        dt=pl.col("time").diff().over("node", "device").dt.total_seconds(fractional=True),
+    )
+    steps = s.filter(pl.col("d").is_not_null())
+    if steps.is_empty() or (steps["d"] >= 0).mean() < 0.99:
+        return raw
+    rate = steps.filter(pl.col("dt") > 0).with_columns(
+        value=pl.col("d").clip(lower_bound=0) / pl.col("dt") / 2**20
+    )
+    rest = raw.filter(pl.col("metric") != NVLINK_RATE_FIELD)
+    return pl.concat([rest, rate.select(raw.columns).cast(raw.schema)])
+
+
 def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
     """The job's table as ``minder --prometheus`` would read it (module docstring)."""
-    raw = job.raw
+    raw = as_dcgm_publishes_it(job.raw)
     for spec in DEFAULT_METRICS:  # the catalog's device!~ matcher (virtual interfaces)
         if spec.exclude_devices:
             virtual = pl.col("device").cast(pl.String).str.contains(f"^(?:{spec.exclude_devices})$")
@@ -67,6 +91,13 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
             frames.append(
                 series.group_by("node", "time")
                 .agg(pl.col("value").count().cast(pl.Float64))
+                .with_columns(metric=pl.lit(spec.name))
+            )
+            continue
+        if expr.startswith("last_over_time("):  # agg by (node) of each device's value
+            frames.append(
+                series.group_by("node", "time")
+                .agg(getattr(pl.col("value"), spec.agg)())
                 .with_columns(metric=pl.lit(spec.name))
             )
             continue

@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from aegis_slurm.metrics.catalog import NVLINK_ERROR_COUNTERS, spec_for
+from aegis_slurm.metrics.catalog import LINK_RATE, NVLINK_ERROR_COUNTERS, spec_for
 from aegis_slurm.simulate.metrics import Truth, simulate_job
 
 #: dcgm-exporter README's DCGM_FI_DEV_MEMORY_TEMP sample (tests/fixtures/metrics/PROVENANCE.md)
@@ -47,7 +47,11 @@ NETWORK = {
     "node_network_receive_errs_total": 10.0,
 }
 #: Series the simulator does not emit, loaded too (per node; GPU ones split over two GPUs).
-EXTRA = {**NETWORK, **dict.fromkeys(NVLINK_ERROR_COUNTERS, 6.0)}
+EXTRA = {
+    **NETWORK,
+    **dict.fromkeys(NVLINK_ERROR_COUNTERS, 6.0),
+    LINK_RATE: 50e9,  # one NDR port (node_exporter serves it per device and port)
+}
 
 
 def free_port() -> int:

@@ -11,11 +11,14 @@ from aegis_slurm.metrics.catalog import (
     DEFAULT_METRICS,
     HARDWARE_XIDS,
     NVLINK_ERROR_COUNTERS,
+    NVLINK_MIN,
+    NVLINK_RATE_FIELD,
     spec_for,
 )
 from aegis_slurm.metrics.priority import default_priority
 
 FIX = Path(__file__).parents[1] / "fixtures" / "metrics"
+NVLINK_BW = "DCGM_FI_DEV_NVLINK_BANDWIDTH_"  # rate-valued fields the CSV types as counters
 
 #: a DCGM profiling field dcgm-exporter serves when a site lists it in its counters CSV; it is
 #: not in the shipped default-counters.csv (the issue names it; DCGM field id 1011)
@@ -104,6 +107,8 @@ def test_derived_metrics_read_a_shipped_series() -> None:
     # the lowest per-port IB rate and per-GPU NVLink rate are computed in PromQL from the
     # exporters' per-device counters, as they ship them (dcgm-exporter: in its default CSV)
     # (a rate of a counter); the device counts count a shipped per-device series (any type)
+    # (a rate of a counter; DCGM's NVLink bandwidth, a rate the CSV calls a counter, is read
+    # as it is); the device counts count a shipped per-device series (any type)
     derived = [m for m in DEFAULT_METRICS if m.derived is not None]
     assert len(derived) == 4
     for m in derived:
@@ -111,9 +116,30 @@ def test_derived_metrics_read_a_shipped_series() -> None:
         shipped = dcgm_types() if m.source == "dcgm" else node_types()
         if m.agg == "count":
             assert source in shipped and expr == "{sel}" and m.scale == "devices", m.name
+        elif source == NVLINK_RATE_FIELD:
+            assert shipped.get(source) == "counter" and not expr.startswith("rate("), expr
         else:
-            assert shipped.get(source) == "counter", source
+            assert shipped.get(source) == "counter" and expr.startswith("rate("), source
         assert "{sel}" in expr and m.kind == "gauge"
+
+
+def test_dcgm_nvlink_bandwidth_is_read_as_the_rate_it_is() -> None:
+    """DCGM field 449 is MiB/s computed by DCGM from NVML's cumulative counters (dcgm-exporter
+    PR #658; KempnerPulse #10: values 16721, 24531, 24493, 12129 between ticks on an H200).
+    rate() would read each dip as a counter reset; the query reads the value."""
+    from aegis_slurm.metrics.prometheus import query_expr
+
+    q = query_expr(BY_NAME[NVLINK_MIN], "Hostname", ["gpu1"], 22.5)
+    assert q == (
+        'min by (Hostname) (last_over_time(DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL{Hostname=~"gpu1"}'
+        "[22s]))"
+    )
+    for name in (
+        NVLINK_RATE_FIELD,
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_L17",
+    ):
+        assert spec_for(name).kind == "gauge", name
 
 
 def test_counter_names_are_read_case_deliberately() -> None:
@@ -134,7 +160,7 @@ def test_counter_names_are_read_case_deliberately() -> None:
         row = [c.strip() for c in line.lstrip("# ").split(",")]
         typed = len(row) >= 2 and row[1] in ("gauge", "counter")
         total = row[0].startswith("DCGM_FI_") and row[0].endswith(("_TOTAL", "_total"))
-        if typed and total and row[0] not in BY_NAME:
+        if typed and total and row[0] not in BY_NAME and not row[0].startswith(NVLINK_BW):
             assert spec_for(row[0]).kind == row[1], row[0]
     assert shipped["DCGM_FI_DEV_XID_ERRORS"] == "gauge"
 

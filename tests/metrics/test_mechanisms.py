@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from aegis_slurm.metrics.align import Aligned
-from aegis_slurm.metrics.catalog import GPU_COUNT, PORT_COUNT
+from aegis_slurm.metrics.catalog import GPU_COUNT, LINK_RATE, PORT_COUNT
 from aegis_slurm.metrics.detect import (
     Finding,
     Params,
@@ -30,6 +30,9 @@ CLOCK = "DCGM_FI_DEV_SM_CLOCK"
 TENSOR = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
 REPLAY = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
 XID = "DCGM_FI_DEV_XID_ERRORS"
+TEMP = "DCGM_FI_DEV_GPU_TEMP"
+MEM = "node_memory_MemAvailable_bytes"
+PORT_ERRS = "node_infiniband_port_errors_received_total"
 
 
 def busy(rng: np.random.Generator, level: float, noise: float) -> np.ndarray:
@@ -65,10 +68,14 @@ def test_sparse_benign_replays_everywhere_convict_no_one_but_a_burst_does() -> N
     X = np.cumsum(rng.poisson(1 / 60, (1024, times.size)), axis=1).astype(float)
     a = Aligned(times, nodes, {REPLAY: X}, 60.0)
     assert detect(a, [REPLAY], Params()).faulty == []
-    # the burst test is what keeps it quiet (the event continuity alone does too: two replays
-    # in a minute stop long before the continuity, so it is switched off here to show the test)
-    assert detect(a, [REPLAY], Params(burst_alpha=0, event_continuity=False)).faulty
-    assert detect(a, [REPLAY], Params(event_continuity=False)).faulty == []
+    # quiet even without the burst test and the event continuity, because no reference offset
+    # is read into an error rate: a chance replay in a node's reference span made an offset
+    # that read as a deviation ever after (1,326 candidate windows here, against 33); with it
+    # the burst test was what kept the job quiet
+    bare = {"burst_alpha": 0, "event_continuity": False}
+    assert detect(a, [REPLAY], Params(**bare)).faulty == []
+    assert detect(a, [REPLAY], Params(event_reference=True, **bare)).faulty
+    assert detect(a, [REPLAY], Params(event_reference=True, event_continuity=False)).faulty == []
     X[700, 20:] += np.cumsum(np.full(20, 60.0))  # a degraded link: a replay per second
     found = detect(Aligned(times, nodes, {REPLAY: X}, 60.0), [REPLAY], Params()).faulty
     assert [f.node for f in found] == ["n0700"]
@@ -288,3 +295,78 @@ def test_hardware_evidence_on_a_node_that_left_still_stands() -> None:
     a = Aligned(TIMES, NODES, {**a.data, XID: xid}, STEP)
     res = detect(a, [POWER, CLOCK, UTIL, TENSOR, XID], Params())
     assert [(f.node, f.metric) for f in res.faulty] == [("n06", XID)]
+
+
+def test_a_node_that_joins_a_running_job_is_judged_from_its_own_warm_up() -> None:
+    # an elastic job takes n03 in at step 120 (30 min): idle until then while the job runs at
+    # its level, then a minute of loading and it works like its peers -- a warmer GPU (+6 °C)
+    # and its own clock offset, which its idle half hour cannot have shown
+    rng = np.random.default_rng(8)
+    util = np.clip(busy(rng, 97.0, 0.01), 0, 100)
+    power = busy(rng, 650.0, 0.02)
+    clock = busy(rng, 1980.0, 0.003)
+    temp = busy(rng, 70.0, 0.01)
+    util[3, :120], power[3, :120], clock[3, :120], temp[3, :120] = 0.0, 70.0, 345.0, 35.0
+    util[3, 120:124] = 40.0  # loading
+    clock[3, 124:] -= 60.0
+    temp[3, 124:] += 6.0
+    a = Aligned(TIMES, NODES, {UTIL: util, POWER: power, CLOCK: clock, TEMP: temp}, STEP)
+    pri = [POWER, CLOCK, TEMP, UTIL]
+    assert detect(a, pri, Params()).faulty == []
+    # its reference would otherwise be its idle half hour: at work it reads as an outlier
+    assert names(detect(a, pri, Params(departure=False))) == ["n03"]
+    # and a real fault after it joined is still found
+    clock[3, 180:] = 900.0  # clocked down by a power brake
+    a = Aligned(TIMES, NODES, {UTIL: util, POWER: power, CLOCK: clock, TEMP: temp}, STEP)
+    (f,) = detect(a, pri, Params()).faulty
+    assert f.node == "n03" and f.metric == CLOCK and f.first_detected >= TIMES[180]
+
+
+def test_a_late_starter_joins_when_it_matches_its_peers_not_the_step_before() -> None:
+    # at a 60 s scrape, n05 starts 3 minutes after its peers, whose memory fills at step 5:
+    # one step of lag would let its unfilled memory match the peers' median of step 4 and make
+    # its idle level its reference (corpus v5, seen)
+    times = 1e9 + 60.0 * np.arange(60)
+    nodes = [f"n{i:02d}" for i in range(16)]
+    rng = np.random.default_rng(9)
+    mem = 946e9 + rng.normal(0, 2e9, (16, 60))
+    mem[:, 5:] -= 270e9
+    mem[5, 5:8] += 270e9  # loads 3 minutes late
+    a = Aligned(times, nodes, {MEM: mem}, 60.0)
+    assert detect(a, [MEM], Params()).faulty == []
+
+
+def test_a_link_that_retrained_at_half_its_rate_is_found() -> None:
+    rate = np.full((len(NODES), TIMES.size), 50e9)
+    rate[2] = 25e9  # an HDR port in an NDR node since boot: its normal, not a fault
+    rate[9, 120:] = 25e9  # retrained at half width mid-job
+    a = Aligned(TIMES, NODES, {LINK_RATE: rate}, STEP)
+    (f,) = detect(a, [LINK_RATE], Params()).faulty
+    assert f.node == "n09" and f.first_detected >= TIMES[120]
+
+
+def test_a_link_logging_errors_since_before_the_window_is_found() -> None:
+    # n04's port logs ~14 receive errors a second from the window's first minutes: an error
+    # rate is never a node's normal, so it is not taken into n04's reference
+    rng = np.random.default_rng(10)
+    errs = np.cumsum(rng.poisson(0.0005, (len(NODES), TIMES.size)), axis=1).astype(float)
+    errs[4, 14:] += np.cumsum(np.full(TIMES.size - 14, 14.0 * STEP))
+    a = Aligned(TIMES, NODES, {PORT_ERRS: errs}, STEP)
+    assert names(detect(a, [PORT_ERRS], Params())) == ["n04"]
+    assert detect(a, [PORT_ERRS], Params(event_reference=True)).faulty == []
+
+
+def test_a_window_opened_mid_job_takes_its_reference_at_once() -> None:
+    # the job runs at its level from the window's first sample; n11 clocks down 4 minutes in
+    # (a power brake).  After a 5-minute warm-up, the reference span would be all fault
+    rng = np.random.default_rng(11)
+    util = np.clip(busy(rng, 97.0, 0.01), 0, 100)
+    power = busy(rng, 650.0, 0.02)
+    clock = busy(rng, 1980.0, 0.003)
+    clock[11, 16:] = 1100.0
+    power[11, 16:] = 420.0
+    a = Aligned(TIMES, NODES, {UTIL: util, POWER: power, CLOCK: clock}, STEP)
+    pri = [POWER, CLOCK, UTIL]
+    (f,) = detect(a, pri, Params()).faulty
+    assert f.node == "n11" and f.first_detected >= TIMES[16]
+    assert detect(a, pri, Params(reference_start=300.0)).faulty == []
