@@ -151,8 +151,18 @@ def _repair(
     open_record: tuple[int, int] | None = None
     previous_line = 0
 
+    marks = layout.overlap_marks
+
     def can_start(text: str) -> bool:
-        return starts_record(text, layout, validate)
+        if starts_record(text, layout, validate):
+            return True
+        # starts_record reads the plain split, which a delimiter that overlaps itself can get
+        # wrong (AdminComment "a;|" first: "a" then JobIDRaw "|;2"): a line that is one whole
+        # record, split the one valid way, starts a record all the same.
+        return (
+            any(mark in text for mark in marks)
+            and _unique_split(text, layout, validate) is not None
+        )
 
     def completes(count: int, text: str) -> bool:
         # A block cut inside a free-text field, and a line holding exactly its missing fields:

@@ -48,6 +48,17 @@ def gpu_bucket(col: str = "gpus") -> pl.Expr:
     )
 
 
+def distinct_jobs() -> pl.Expr:
+    """Jobs among run records: distinct (cluster, JobIDRaw), as clusters number their jobs
+    independently, and each record without JobIDRaw a job of its own (as job-run linkage
+    reads it); never one job for all of them."""
+    known = pl.col("job_id_raw").is_not_null()
+    return (
+        pl.struct("cluster", "job_id_raw").filter(known).n_unique().cast(pl.Int64)
+        + (~known).sum().cast(pl.Int64)
+    ).alias("jobs")
+
+
 def chunked_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
     """``column`` (one value per row of ``frame``) cut into the chunks of ``frame``'s columns.
 

@@ -90,7 +90,7 @@ def link_preemptions(
     runs: pl.DataFrame, restarts: pl.DataFrame, tolerance: timedelta = DEFAULT_TOLERANCE
 ) -> pl.DataFrame:
     """PREEMPTED runs credited to a restart: victim_row_id, preemptor_row_id, overlap_nodes,
-    gap_s (End(P) − Start(F') in seconds).  Vectorized as-of join per node."""
+    gap_s (End(P) − Start(F') in seconds).  Vectorized as-of join per node of one cluster."""
     schema = {
         "victim_row_id": pl.UInt32(),
         "preemptor_row_id": pl.UInt32(),
@@ -102,6 +102,7 @@ def link_preemptions(
         .filter((pl.col("state") == "PREEMPTED") & pl.col("end_time").is_not_null())
         .select(
             pl.col("row_id").alias("victim_row_id"),
+            pl.col("cluster").fill_null("").alias("_cl"),
             pl.col("job_id_raw").alias("_vjob"),
             pl.col("end_time").alias("_t"),
             pl.col("nodes").alias("node"),
@@ -111,9 +112,14 @@ def link_preemptions(
         .sort("_t")
         .collect()
     )
+    if "cluster" not in restarts.columns:  # a restart is a record of ``runs``: its cluster
+        mine = runs.lazy().select("row_id", "cluster")
+        mine = mine.filter(pl.col("row_id").is_in(restarts["row_id"].implode())).collect()
+        restarts = restarts.join(mine, on="row_id", how="left")
     pre = (
         restarts.select(
             pl.col("row_id").alias("preemptor_row_id"),
+            pl.col("cluster").fill_null("").alias("_cl"),
             pl.col("job_id_raw").alias("_fjob"),
             pl.col("start_time").alias("_t"),
             pl.col("start_time").alias("_fstart"),
@@ -125,8 +131,15 @@ def link_preemptions(
     )
     if victims.is_empty() or pre.is_empty():
         return pl.DataFrame(schema=schema)
+    # A node is its cluster's: two clusters may both name theirs gpu001, and one cluster's
+    # restart never makes room on the other's machine.
     hits = victims.join_asof(
-        pre, on="_t", by="node", strategy="nearest", tolerance=tolerance, check_sortedness=False
+        pre,
+        on="_t",
+        by=["_cl", "node"],
+        strategy="nearest",
+        tolerance=tolerance,
+        check_sortedness=False,
     ).filter(pl.col("preemptor_row_id").is_not_null() & (pl.col("_vjob") != pl.col("_fjob")))
     return (
         hits.group_by("victim_row_id", "preemptor_row_id")

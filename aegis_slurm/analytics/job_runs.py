@@ -14,7 +14,13 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.analytics.common import gpu_bucket, gpu_hours, seq_within, with_aligned
+from aegis_slurm.analytics.common import (
+    distinct_jobs,
+    gpu_bucket,
+    gpu_hours,
+    seq_within,
+    with_aligned,
+)
 from aegis_slurm.analytics.ettr import ettr_finite
 
 DEFAULT_LINK_GAP = timedelta(hours=6)
@@ -303,17 +309,18 @@ def measured_ettr_summary(per_run: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def size_distribution(runs: pl.DataFrame) -> list[dict[str, Any]]:
-    """Jobs (distinct JobIDRaw) and GPU-hours per power-of-two GPU bucket, with shares
-    (HPCA'25 §IV Fig. 6: > 90 % of jobs ≤ one server but < 10 % of GPU time)."""
+    """Jobs (distinct cluster and JobIDRaw, :func:`common.distinct_jobs`) and GPU-hours per
+    power-of-two GPU bucket, with shares (HPCA'25 §IV Fig. 6: > 90 % of jobs ≤ one server but
+    < 10 % of GPU time)."""
     df = (
-        runs.select("gpus", "elapsed_s", "job_id_raw")
+        runs.select("gpus", "elapsed_s", "cluster", "job_id_raw")
         .filter(pl.col("gpus") >= 1)
         .with_columns(gpu_bucket(), gpu_hours().alias("_gh"))
     )
     out = (
         df.group_by("gpu_bucket")
         .agg(
-            pl.col("job_id_raw").n_unique().alias("jobs"),
+            distinct_jobs(),
             pl.len().alias("runs"),
             pl.col("_gh").sum().alias("gpu_hours"),
         )

@@ -125,7 +125,9 @@ def requeue_loops(
     )
     if rf is not None:
         streaks = streaks.filter(~pl.col("_all_infra") | (pl.col("poisson_p") < alpha))
-    streaks = streaks.sort("failed_runs", descending=True).unique(
+    # A job's longest streak; of equally long ones the first (streak ids follow the job's run
+    # order), never whichever the group_by happened to emit first.
+    streaks = streaks.sort(["failed_runs", "_streak"], descending=[True, False]).unique(
         JOB, keep="first", maintain_order=True
     )
     # Did the same blamed node come back?  (Only the few flagged streaks need node lists.)
@@ -187,7 +189,7 @@ def requeue_loops(
         .with_columns(
             (pl.col("own_gpu_hours") + pl.col("victim_gpu_hours_lost")).alias("gpu_hours_lost")
         )
-        .sort("gpu_hours_lost", descending=True)
+        .sort(["gpu_hours_lost", *JOB], descending=[True, False, False])
         .select(
             "cluster",
             "job_id",

@@ -79,10 +79,14 @@ NVLINK_ERROR_COUNTERS = (
 )
 
 #: Interfaces that are not a machine's own links: loopback, container veths, bridges and
-#: overlay tunnels (Docker, libvirt, Calico, Flannel, CNI, VXLAN, kube-ipvs).  node_exporter
-#: reports them all under ``node_network_*`` (its netclass/netdev collectors exclude none).
+#: overlay tunnels (Docker, libvirt, Calico, Flannel, CNI, VXLAN, kube-ipvs), and the ones
+#: that come and go with each VM or pod: libvirt's per-guest taps (vnet0, macvtap0), Cilium's
+#: per-pod endpoints (lxc + hash) and its own devices, Podman's, nerdctl's and LXD's bridges.
+#: node_exporter reports them all under ``node_network_*`` (its netclass/netdev collectors
+#: exclude none).
 VIRTUAL_NICS = (
     "lo|veth.*|docker.*|br-.*|virbr.*|cali.*|tunl.*|flannel.*|cni.*|vxlan.*|kube-ipvs.*|tap.*"
+    "|vnet.*|macvtap.*|lxc.*|lxdbr.*|cilium_.*|podman.*|nerdctl.*"
 )
 
 #: NVIDIA Xid codes that report a hardware fault of the GPU or its links (NVIDIA's "XID Errors"

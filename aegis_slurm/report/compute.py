@@ -28,6 +28,7 @@ import polars as pl
 from scipy import stats
 
 from aegis_slurm.analytics.checkpoint import checkpoint_plan, ettr_grid
+from aegis_slurm.analytics.common import distinct_jobs
 from aegis_slurm.analytics.ettr import ettr_renewal, ettr_renewal_array
 from aegis_slurm.analytics.mttf import project_mttf, theory_mttf_hours
 from aegis_slurm.sections import compute as sections
@@ -99,7 +100,7 @@ def _analyse(inp: Inputs) -> dict[str, Any]:
         "lemon_nodes": sections.lemon_nodes(inp),
         "measured_ettr": sections.measured_ettr(inp),
         "drains": sections.drains(inp),
-        "jobs": int(inp.runs["job_id_raw"].n_unique()) if inp.runs.height else 0,
+        "jobs": int(inp.runs.select(distinct_jobs()).item()) if inp.runs.height else 0,
     }
 
 
