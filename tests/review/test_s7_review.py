@@ -149,6 +149,13 @@ def test_size_distribution_counts_each_clusters_job_and_each_record_without_an_i
     ]
     (bucket,) = size_distribution(pl.DataFrame(rows, schema=RUN_SCHEMA))
     assert (bucket["jobs"], bucket["runs"]) == (4, 4)
+    # an id beyond JobIDRaw's 32 bits is not packed with the cluster: counted exactly
+    rows += [
+        run(2**40, "COMPLETED", 60, 60, cluster="a"),
+        run(2**40, "FAILED", 90, 20, cluster="a"),
+    ]
+    (bucket,) = size_distribution(pl.DataFrame(rows, schema=RUN_SCHEMA))
+    assert (bucket["jobs"], bucket["runs"]) == (5, 6)
 
 
 # ---- 5. Minder: virtual interfaces that come and go with VMs and pods -----------------------
