@@ -153,6 +153,10 @@ def _wait_node(cluster: SlurmCluster, node: str, pred, timeout: float = 30) -> t
 
 @pytest.fixture
 def site(slurm_cluster: SlurmCluster, tmp_path: Path):
+    # Every node idle first: the tests rely on the scheduler's first pick (node1), and a job
+    # another module left running (or still completing) there sent it elsewhere once in a
+    # full CI run (node1 stayed "mixed", never drained)
+    slurm_cluster.reset()
     s = Site(tmp_path)
     s.write(broken=[])
     slurm_cluster.set_hooks(prolog=s.hook)
