@@ -90,7 +90,9 @@ def link_preemptions(
     runs: pl.DataFrame, restarts: pl.DataFrame, tolerance: timedelta = DEFAULT_TOLERANCE
 ) -> pl.DataFrame:
     """PREEMPTED runs credited to a restart: victim_row_id, preemptor_row_id, overlap_nodes,
-    gap_s (End(P) − Start(F') in seconds).  Vectorized as-of join per node of one cluster."""
+    gap_s (End(P) − Start(F') in seconds).  Vectorized as-of join per node of one cluster.
+
+    ``restarts``: :func:`restart_runs` (its ``cluster`` names the restart's nodes' cluster)."""
     schema = {
         "victim_row_id": pl.UInt32(),
         "preemptor_row_id": pl.UInt32(),
@@ -112,10 +114,6 @@ def link_preemptions(
         .sort("_t")
         .collect()
     )
-    if "cluster" not in restarts.columns:  # a restart is a record of ``runs``: its cluster
-        mine = runs.lazy().select("row_id", "cluster")
-        mine = mine.filter(pl.col("row_id").is_in(restarts["row_id"].implode())).collect()
-        restarts = restarts.join(mine, on="row_id", how="left")
     pre = (
         restarts.select(
             pl.col("row_id").alias("preemptor_row_id"),

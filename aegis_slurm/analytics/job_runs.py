@@ -317,19 +317,7 @@ def size_distribution(runs: pl.DataFrame) -> list[dict[str, Any]]:
         .filter(pl.col("gpus") >= 1)
         .with_columns(gpu_bucket(), gpu_hours().alias("_gh"))
     )
-    # :func:`common.distinct_jobs` per bucket on one integer per job -- the cluster's category
-    # code above JobIDRaw's 32 bits (as job-run linkage packs it): hashing (cluster, JobIDRaw)
-    # structs, or grouping by the cluster's strings, over a whole history's 20M records cost
-    # 1-2 GB more than the rest of measured-ettr together
-    code = pl.col("cluster").fill_null("").cast(pl.Categorical).to_physical().cast(pl.Int64)
-    key = code * 2**32 + pl.col("job_id_raw")
-    jobs = df.group_by("gpu_bucket").agg(
-        (key.drop_nulls().n_unique() + pl.col("job_id_raw").null_count())
-        .cast(pl.Int64)
-        .alias("jobs")
-    )
-    if df.height and (df["job_id_raw"].max() or 0) >= 2**32:  # not a Slurm JobIDRaw: exact
-        jobs = df.group_by("gpu_bucket").agg(distinct_jobs())
+    jobs = distinct_jobs(df, ["gpu_bucket"])
     out = (
         df.group_by("gpu_bucket")
         .agg(pl.len().alias("runs"), pl.col("_gh").sum().alias("gpu_hours"))

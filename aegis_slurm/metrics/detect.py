@@ -785,46 +785,51 @@ def opens_mid_job(running: np.ndarray, times: np.ndarray, span: float) -> bool:
     return bool(first.any() and running[first].mean() > 0.5)
 
 
-def late_joins(aligned: Aligned, p: Params, running: np.ndarray) -> np.ndarray:
-    """Per node, when it joined the job after waiting outside it (``inf``: it did not): its
-    GPUs idle (:data:`IDLE_UTIL`) for a continuity period while the job ran at its level
-    (``running``, :func:`job_running`), before they first worked -- an elastic job taking a
-    node in mid-run, or a node that started long after its peers.  (A node the job waits for
-    holds everybody up: the job does not run at its level meanwhile.)"""
-    n = len(aligned.nodes)
-    out = np.full(n, np.inf)
+def utilisation(aligned: Aligned, p: Params) -> np.ndarray | None:
+    """The nodes' lowest GPU utilisation (:func:`series` of :data:`UTILISATION`), which the
+    membership rules read (:func:`late_joins`, :func:`departure_mask`); None when they are off
+    or the table has no utilisation."""
     if not p.departure or UTILISATION not in aligned.data:
-        return out
-    util = series(aligned, UTILISATION, p)
+        return None
+    return series(aligned, UTILISATION, p)
+
+
+def late_joins(
+    util: np.ndarray | None, running: np.ndarray, times: np.ndarray, k: int
+) -> np.ndarray | None:
+    """Per node, when it joined the job after waiting outside it (``inf``: it did not): its
+    GPUs idle (:data:`IDLE_UTIL`) for ``k`` steps (a continuity period) while the job ran at
+    its level (``running``, :func:`job_running`), before they first worked -- an elastic job
+    taking a node in mid-run, or a node that started long after its peers.  (A node the job
+    waits for holds everybody up: the job does not run at its level meanwhile.)  ``util``:
+    :func:`utilisation` (None: so is the answer)."""
+    if util is None:
+        return None
+    out = np.full(util.shape[0], np.inf)
     with np.errstate(invalid="ignore"):
         busy = util > IDLE_UTIL
         waiting = (util <= IDLE_UTIL) & ~np.maximum.accumulate(busy, axis=1) & running[None, :]
-    waited = sustained(waiting, max(round(p.continuity / aligned.step), 1)).any(axis=1)
-    for i in np.flatnonzero(waited & busy.any(axis=1)):
-        out[i] = aligned.times[int(busy[i].argmax())]
+    for i in np.flatnonzero(sustained(waiting, k).any(axis=1) & busy.any(axis=1)):
+        out[i] = times[int(busy[i].argmax())]
     return out
 
 
-def departure_mask(aligned: Aligned, p: Params, running: np.ndarray | None = None) -> np.ndarray:
-    """Nodes x steps at which a node is out of the job: its lowest GPU utilisation is idle
-    (:data:`IDLE_UTIL`) while the job runs at its level
-    (:func:`job_running`), after the node had worked (a GPU idle by design or a late starter
-    never left anything).
+def departure_mask(util: np.ndarray | None, running: np.ndarray, n: int) -> np.ndarray:
+    """Nodes x steps at which a node is out of the job: its lowest GPU utilisation
+    (:func:`utilisation`) is idle (:data:`IDLE_UTIL`) while the job runs at its level
+    (``running``, :func:`job_running`), after the node had worked (a GPU idle by design or a
+    late starter never left anything); none of ``n`` nodes without ``util``.
 
     In a synchronous job a node that stops working stops everybody: the peers wait in NCCL and
     the job's throughput collapses.  A job that goes on at its level without the node no longer
     needs it -- an elastic job released it (or restarted without it); whatever slows the job,
     it is not that node.
     """
-    n, T = len(aligned.nodes), aligned.times.size
-    if not p.departure or UTILISATION not in aligned.data:
-        return np.zeros((n, T), bool)
-    util = series(aligned, UTILISATION, p)
+    if util is None:
+        return np.zeros((n, running.size), bool)
     with np.errstate(invalid="ignore"):
         idle = util <= IDLE_UTIL
         worked = np.maximum.accumulate(util > IDLE_UTIL, axis=1)
-    if running is None:
-        running = job_running(aligned, p)
     return idle & worked & running[None, :]
 
 
@@ -874,8 +879,13 @@ def detect(
     windows = 0
     never = never_exported(aligned)
     local = np.zeros((len(aligned.nodes), aligned.times.size), bool)
-    running = job_running(aligned, p)
-    late = late_joins(aligned, p, running)
+    T = aligned.times.size
+    util = utilisation(aligned, p)
+    # whether the job runs at its level, per step: only what the membership rules and the
+    # automatic reference start read
+    needed = util is not None or p.reference_start < 0
+    running = job_running(aligned, p) if needed else np.zeros(T, bool)
+    late = late_joins(util, running, aligned.times, max(round(p.continuity / aligned.step), 1))
     if p.reference_start < 0:
         mid = opens_mid_job(running, aligned.times, 2 * p.window)
         p = replace(p, reference_start=0.0 if mid else p.warmup)
@@ -913,7 +923,7 @@ def detect(
             ]
             per_metric[m] = [f for f in kept if f is not None]
     row = {node: i for i, node in enumerate(aligned.nodes)}
-    out_of_job = departure_mask(aligned, p, running)
+    out_of_job = departure_mask(util, running, len(aligned.nodes))
     departed = {
         aligned.nodes[i]: t
         for i, t in departed_at(

@@ -100,7 +100,7 @@ def _analyse(inp: Inputs) -> dict[str, Any]:
         "lemon_nodes": sections.lemon_nodes(inp),
         "measured_ettr": sections.measured_ettr(inp),
         "drains": sections.drains(inp),
-        "jobs": int(inp.runs.select(distinct_jobs()).item()) if inp.runs.height else 0,
+        "jobs": int(distinct_jobs(inp.runs).item()) if inp.runs.height else 0,
     }
 
 

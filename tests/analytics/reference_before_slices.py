@@ -1,7 +1,8 @@
 """The whole-history analytics as they were before the memory work of session 6 (commit
 43d156d), kept verbatim as the reference the new code must equal: ``restart_runs``,
 ``goodput_lost`` and ``requeue_loops`` sorted every record, ``measured_ettr`` grouped every job
-run.  Only their imports are adapted; ``link_preemptions`` is unchanged and shared."""
+run.  Only their imports are adapted, and ``restart_runs`` also returns the restart's cluster,
+which the shared ``link_preemptions`` now matches nodes by (two clusters may name a node alike)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def restart_runs(
         "row_id",
         "run_key",
         "run_seq",
+        "cluster",
         "job_id_raw",
         "gpus",
         "start_time",
@@ -63,7 +65,9 @@ def restart_runs(
         pl.col("_prev_failed")
         & pl.col("start_time").is_not_null()
         & ((pl.col("start_time") - pl.col("_prev_end")) <= restart_within)
-    ).select("row_id", "failed_row_id", "after_infra", "job_id_raw", "gpus", "start_time")
+    ).select(
+        "row_id", "failed_row_id", "after_infra", "cluster", "job_id_raw", "gpus", "start_time"
+    )
     return out.join(linked.select("row_id", "nodes"), on="row_id", how="left")
 
 
