@@ -26,13 +26,13 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 from aegis_slurm.accounting.errors import AccountingError
+from aegis_slurm.accounting.frames import chunked_like, repeated
 from aegis_slurm.accounting.schema import RUN_SCHEMA, SCHEMA_VERSION, empty_runs
 
 #: What to run when a store is damaged (docs/cli.md).
@@ -603,7 +603,7 @@ def _load_all(store: Path, files: list[Path], columns: list[str]) -> pl.DataFram
             frame = _deduplicate(frame.lazy()).collect()
         frames.append(frame.select(read))
     runs = pl.concat(frames, how="vertical", rechunk=False)
-    runs = runs.with_columns(_chunked_like(_run_index(runs), runs))
+    runs = runs.with_columns(chunked_like(_run_index(runs), runs))
     return _as_table(runs, columns)
 
 
@@ -676,7 +676,7 @@ def _repeated_job_keys(files: list[Path], runs: pl.DataFrame) -> pl.DataFrame:
     mine = runs.select(_job_hash()).to_series().unique()
     scan = pl.scan_parquet(files)
     # Superset of the jobs with several runs: their job hash repeats in the store.
-    repeated = (
+    several = (
         scan.select(_job_hash())
         .filter(pl.col("_job_hash").is_in(mine.implode()))
         .group_by("_job_hash")
@@ -686,7 +686,7 @@ def _repeated_job_keys(files: list[Path], runs: pl.DataFrame) -> pl.DataFrame:
         .get_column("_job_hash")
     )
     keys = (
-        scan.filter(_job_hash().is_in(repeated.implode()))
+        scan.filter(_job_hash().is_in(several.implode()))
         .select(*KEY, "start_time", "ended", _INGESTED)
         .collect()
     )
@@ -710,7 +710,7 @@ def _with_run_index(runs: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
         .get_column("run_index")
         .fill_null(0)
     )
-    return runs.with_columns(_chunked_like(index, runs))
+    return runs.with_columns(chunked_like(index, runs))
 
 
 def _as_table(runs: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFrame:
@@ -727,22 +727,6 @@ def _as_table(runs: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFr
     )
 
 
-def _chunked_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
-    """``column`` cut into the same chunks as ``frame``'s columns (one per Parquet part).
-
-    A column chunked differently makes polars rechunk the whole table on the next select,
-    which for a multi-million-row table with node lists costs seconds.
-    """
-    lengths = [chunk.len() for chunk in frame.to_series(0).get_chunks()]
-    if len(lengths) <= 1:
-        return column
-    offsets = [0, *accumulate(lengths)]
-    return pl.concat(
-        [column.slice(offset, length) for offset, length in zip(offsets, lengths, strict=False)],
-        rechunk=False,
-    )
-
-
 def _run_index(keys: pl.DataFrame) -> pl.Series:
     """Each run's 0-based order among the runs of its job (Submit, then Start order).
 
@@ -754,9 +738,9 @@ def _run_index(keys: pl.DataFrame) -> pl.Series:
     # Rows whose job hash repeats: a superset of the jobs with several runs (a collision only
     # numbers a lone run, which the running count below gives 0 all the same), found at a
     # fraction of the memory of hashing the text key as a struct of strings.
-    repeated = keys.select(pl.struct(job).hash().is_duplicated()).to_series()
+    repeated_job = repeated(keys.select(pl.struct(job).hash()).to_series())
     index = pl.zeros(keys.height, dtype=pl.Int32, eager=True).alias("run_index")
-    if not repeated.any():
+    if not repeated_job.any():
         return index
     at = pl.int_range(pl.len(), dtype=pl.Int64)
     starts = (
@@ -767,7 +751,7 @@ def _run_index(keys: pl.DataFrame) -> pl.Series:
     numbered = (
         keys.select(*job, "submit_time", "start_time")
         .with_row_index("_row")
-        .filter(repeated)
+        .filter(repeated_job)
         .sort([*job, "submit_time", "start_time", "_row"], nulls_last=False)
         .select(
             "_row",

@@ -36,7 +36,7 @@ from datetime import timedelta
 import polars as pl
 
 from aegis_slurm.accounting.events import DEFAULT_EXCLUDE_REASONS, failure_events
-from aegis_slurm.analytics.common import chunked_like
+from aegis_slurm.accounting.frames import chunked_like
 
 WINDOW_BEFORE = timedelta(minutes=10)
 WINDOW_AFTER = timedelta(minutes=5)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from aegis_slurm.accounting.frames import chunked_like
 from aegis_slurm.errors import InputError
 
 
@@ -68,25 +69,6 @@ def distinct_jobs(runs: pl.DataFrame, by: list[str] | None = None) -> pl.DataFra
         job = pl.struct("cluster", "job_id_raw")
     jobs = (job.filter(known).n_unique() + (~known).sum()).cast(pl.Int64).alias("jobs")
     return runs.group_by(by).agg(jobs) if by else runs.select(jobs)
-
-
-def chunked_like(column: pl.Series, frame: pl.DataFrame) -> pl.Series:
-    """``column`` (one value per row of ``frame``) cut into the chunks of ``frame``'s columns.
-
-    A table read from many Parquet parts is many chunks; a column set beside them in other
-    chunks makes polars rechunk (copy) the whole table on the next filter or select, which
-    for years of runs with node lists is gigabytes.
-    """
-    if not frame.width:
-        return column
-    lengths = [chunk.len() for chunk in frame.to_series(0).get_chunks()]
-    if len(lengths) <= 1:
-        return column
-    out, offset = [], 0
-    for length in lengths:
-        out.append(column.slice(offset, length))
-        offset += length
-    return pl.concat(out, rechunk=False)
 
 
 def with_aligned(frame: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:

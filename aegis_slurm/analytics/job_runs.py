@@ -14,6 +14,7 @@ from typing import Any
 
 import polars as pl
 
+from aegis_slurm.accounting.frames import repeated
 from aegis_slurm.analytics.common import (
     distinct_jobs,
     gpu_bucket,
@@ -84,9 +85,7 @@ def link_job_runs(runs: pl.DataFrame, gap: timedelta = DEFAULT_LINK_GAP) -> pl.D
     rec, by = _job_key(rec)
     # Most jobs are one record: only the records of requeued jobs are grouped (a group_by of
     # every record is gigabytes at 20M); the others are their own job row already.
-    multi = rec.select(
-        pl.struct(by).is_duplicated() if len(by) > 1 else pl.col(by[0]).is_duplicated()
-    ).to_series()
+    multi = repeated(rec.select(pl.struct(by).hash() if len(by) > 1 else pl.col(by[0])).to_series())
     grouped = (
         rec.filter(multi)
         .group_by(by)
@@ -139,7 +138,7 @@ def link_job_runs(runs: pl.DataFrame, gap: timedelta = DEFAULT_LINK_GAP) -> pl.D
     # Order within a job run: only runs of more than one record need a sort.
     seq = pl.DataFrame({"_i": rec["_i"], "run_key": run_key, "submit_time": rec["submit_time"]})
     seq = (
-        seq.filter(pl.col("run_key").is_duplicated())
+        seq.filter(repeated(seq["run_key"]))
         .sort("run_key", "submit_time", "_i")
         .select("_i", seq_within("run_key").alias("run_seq"))
     )

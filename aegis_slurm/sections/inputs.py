@@ -18,7 +18,8 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.analytics.common import AnalyticsError, chunked_like, impute_end_time
+from aegis_slurm.accounting.frames import chunked_like
+from aegis_slurm.analytics.common import AnalyticsError, impute_end_time
 from aegis_slurm.sections.settings import DEFAULTS, Settings
 
 #: History kept on each side of the period (≥ the 30-day r_f window and the 28-day lemon one).
