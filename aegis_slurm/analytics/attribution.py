@@ -31,6 +31,7 @@ A FAILED run without evidence is a user failure.  :func:`attribute_failures` add
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 import polars as pl
@@ -61,28 +62,25 @@ def normalise_cause(label: pl.Expr) -> pl.Expr:
     )
 
 
-def _window_match(
-    cand: pl.DataFrame,
-    evidence: pl.DataFrame,
-    time_col: str,
-    label_col: str,
-    before: timedelta,
-    after: timedelta,
-) -> pl.DataFrame:
-    """Per candidate run, the earliest evidence row on an allocated node inside the window.
-
-    Vectorized with an as-of join per node: for each (run, node) find the first evidence time
-    ≥ max(Start, End − before) up to End + after.  Returns row_id, cause, blamed_nodes.
-    """
-    if cand.is_empty() or evidence.is_empty():
-        return pl.DataFrame(
-            schema={
-                "row_id": pl.UInt32(),
-                "cause": pl.String(),
-                "blamed_nodes": pl.List(pl.String()),
-            }
+def _window_right(evidence: pl.DataFrame, time_col: str, label_col: str) -> pl.DataFrame:
+    """Evidence rows as :func:`_window_match` joins them: node, time, label, sorted by time."""
+    return (
+        evidence.select(
+            pl.col("node"),
+            pl.col(time_col).alias("_t"),
+            pl.col(time_col).alias("_et"),
+            pl.col(label_col).alias("_label"),
         )
-    left = (
+        .drop_nulls("_t")
+        .sort("_t")
+    )
+
+
+def _window_left(cand: pl.DataFrame, before: timedelta, after: timedelta) -> pl.DataFrame:
+    """One row per (candidate run, allocated node) with its window [``_t``, ``_until``],
+    sorted by ``_t``: what :func:`_window_match` joins evidence to (built once per batch
+    for both signals and events)."""
+    return (
         cand.select("row_id", "nodes", "start_time", "end_time")
         .explode("nodes")
         .rename({"nodes": "node"})
@@ -97,16 +95,25 @@ def _window_match(
         )
         .sort("_t")
     )
-    right = (
-        evidence.select(
-            pl.col("node"),
-            pl.col(time_col).alias("_t"),
-            pl.col(time_col).alias("_et"),
-            pl.col(label_col).alias("_label"),
+
+
+def _window_match(
+    left: pl.DataFrame, right: pl.DataFrame, before: timedelta, after: timedelta
+) -> pl.DataFrame:
+    """Per candidate run (``left``, :func:`_window_left`), the earliest evidence row
+    (``right``, :func:`_window_right`) on an allocated node inside the window.
+
+    Vectorized with an as-of join per node: for each (run, node) find the first evidence time
+    ≥ max(Start, End − before) up to End + after.  Returns row_id, cause, blamed_nodes.
+    """
+    if left.is_empty() or right.is_empty():
+        return pl.DataFrame(
+            schema={
+                "row_id": pl.UInt32(),
+                "cause": pl.String(),
+                "blamed_nodes": pl.List(pl.String()),
+            }
         )
-        .drop_nulls("_t")
-        .sort("_t")
-    )
     hits = left.join_asof(
         right,
         on="_t",
@@ -177,6 +184,39 @@ def parse_aegis_tag(admin_comment: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     return cause, nodes
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """Signals and events as attribution reads them, prepared once for any number of batches
+    of runs (preparing them per batch of years of history was seconds of repeated sorts)."""
+
+    own: pl.DataFrame | None  # critical signals of Epilog records (carry job_id)
+    signals: pl.DataFrame | None  # other critical signal rows, :func:`_window_right`
+    events: pl.DataFrame | None  # failure events, :func:`_window_right`
+
+
+def prepare_evidence(
+    signals: pl.DataFrame | None,
+    events: pl.DataFrame | None,
+    exclude_event_reasons: str | None = DEFAULT_EXCLUDE_REASONS,
+) -> Evidence:
+    """The evidence :func:`attribute_prepared` matches runs against."""
+    own = window_signals = window_events = None
+    if signals is not None and not signals.is_empty():
+        crit = signals.filter(pl.col("critical"))
+        if "job_id" in crit.columns:
+            own = crit.filter(pl.col("job_id").is_not_null())
+            crit = crit.filter(pl.col("job_id").is_null())  # another job's record: never
+        window_signals = _window_right(crit, "time", "signal")
+    if events is not None and not events.is_empty():
+        fe = failure_events(events, exclude_event_reasons).with_columns(
+            pl.concat_str([pl.col("state"), pl.col("reason").fill_null("")], separator=": ").alias(
+                "_label"
+            )
+        )
+        window_events = _window_right(fe, "time_start", "_label")
+    return Evidence(own, window_signals, window_events)
+
+
 def attribute_failures(
     runs: pl.DataFrame,
     signals: pl.DataFrame | None = None,
@@ -190,33 +230,42 @@ def attribute_failures(
 
     Rule: HPCA'25 §V r_f numerator and analytics-spec §2.1, evidence order in the module docstring.
     """
+    evidence = prepare_evidence(signals, events, exclude_event_reasons)
+    return attribute_prepared(runs, evidence, before=before, after=after)
+
+
+def attribute_prepared(
+    runs: pl.DataFrame,
+    prepared: Evidence,
+    *,
+    before: timedelta = WINDOW_BEFORE,
+    after: timedelta = WINDOW_AFTER,
+) -> pl.DataFrame:
+    """:func:`attribute_failures` with the evidence already prepared."""
     runs = runs.with_row_index("row_id") if "row_id" not in runs.columns else runs
-    cand = runs.filter(pl.col("state").is_in(CANDIDATE_STATES))
+    # The columns evidence is matched on, then the filter (a filter of the wide table copies
+    # every column of it).
+    used = ["row_id", "state", "nodes", "start_time", "end_time", "admin_comment"]
+    used += [c for c in ("job_id_raw", "run_index", "cluster") if c in runs.columns]
+    cand = runs.select(used).filter(pl.col("state").is_in(CANDIDATE_STATES))
 
     empty = pl.DataFrame(
         schema={"row_id": pl.UInt32(), "cause": pl.String(), "blamed_nodes": pl.List(pl.String())}
     )
-    own = sig = empty
-    if signals is not None and not signals.is_empty():
-        crit = signals.filter(pl.col("critical"))
-        if "job_id" in crit.columns:
-            own = _own_record_match(cand, crit.filter(pl.col("job_id").is_not_null()))
-            crit = crit.filter(pl.col("job_id").is_null())  # another job's record: never
-        sig = _window_match(cand, crit, "time", "signal", before, after)
+    own = sig = ev = empty
+    if prepared.own is not None:
+        own = _own_record_match(cand, prepared.own)
+    if prepared.signals is not None or prepared.events is not None:
+        left = _window_left(cand, before, after)
+        if prepared.signals is not None:
+            sig = _window_match(left, prepared.signals, before, after)
+        if prepared.events is not None:
+            ev = _window_match(left, prepared.events, before, after)
 
     tag_cause, tag_nodes = parse_aegis_tag(pl.col("admin_comment").fill_null(""))
     tag = cand.select("row_id", tag_cause.alias("cause"), tag_nodes.alias("blamed_nodes")).filter(
         pl.col("cause").is_not_null()
     )
-
-    ev = empty
-    if events is not None and not events.is_empty():
-        fe = failure_events(events, exclude_event_reasons).with_columns(
-            pl.concat_str([pl.col("state"), pl.col("reason").fill_null("")], separator=": ").alias(
-                "_label"
-            )
-        )
-        ev = _window_match(cand, fe, "time_start", "_label", before, after)
 
     def tagged(frame: pl.DataFrame, source: str, prio: int) -> pl.DataFrame:
         return frame.select(
@@ -254,29 +303,42 @@ def attribute_failures(
     failed_node = (
         pl.col("failed_node") if "failed_node" in base.columns else pl.lit("").alias("failed_node")
     )
-    slim = base.select("row_id", "state", "nodes", failed_node).join(
-        evidence, on="row_id", how="left", maintain_order="left"
+    # Only candidates can change: the columns are computed for them alone and set in place
+    # by one gather (null elsewhere), not by conditions over every run of years of history.
+    is_cand = pl.col("state").is_in(CANDIDATE_STATES)
+    slim = (
+        base.select("row_id", "state", "nodes", failed_node)
+        .filter(is_cand)
+        .join(evidence, on="row_id", how="left", maintain_order="left")
     )
     is_nf = pl.col("state") == "NODE_FAIL"
-    is_cand = pl.col("state").is_in(CANDIDATE_STATES)
     single_node = pl.col("nodes").list.len() == 1
     has_failed_node = pl.col("failed_node").fill_null("") != ""
-    new = slim.select(
-        pl.when(is_cand)
-        .then(pl.col("cause").fill_null(pl.when(is_nf).then(pl.lit("unattributed"))))
-        .alias("cause"),
+    unblamed_nf = pl.col("blamed_nodes").is_null() & is_nf
+    changed = slim.select(
+        pl.col("cause").fill_null(pl.when(is_nf).then(pl.lit("unattributed"))),
         # Unattributed NODE_FAIL: FailedNode (23.02+) when printed; a one-node run's only node.
-        pl.when(is_cand & pl.col("blamed_nodes").is_null() & is_nf & has_failed_node)
+        pl.when(unblamed_nf & has_failed_node)
         .then(pl.concat_list(pl.col("failed_node")))
-        .when(is_cand & pl.col("blamed_nodes").is_null() & is_nf & single_node)
+        .when(unblamed_nf & single_node)
         .then(pl.col("nodes"))
         .otherwise(pl.col("blamed_nodes"))
         .alias("blamed_nodes"),
-        pl.when(is_cand)
-        .then(pl.col("attribution_source").fill_null(pl.when(is_nf).then(pl.lit("node_fail"))))
-        .alias("attribution_source"),
-        *([] if "failed_node" in base.columns else [pl.col("failed_node")]),
-        (is_nf | (is_cand & pl.col("attribution_source").is_not_null())).alias("infra_failure"),
+        pl.col("attribution_source").fill_null(pl.when(is_nf).then(pl.lit("node_fail"))),
+        (is_nf | pl.col("attribution_source").is_not_null()).alias("infra_failure"),
+    )
+    at = base.select(
+        pl.when(is_cand).then(is_cand.cum_sum() - 1).cast(pl.UInt32).alias("_at")
+    ).to_series()
+    new = changed.select(pl.all().gather(at)).with_columns(pl.col("infra_failure").fill_null(False))
+    if "failed_node" not in base.columns:
+        new = new.with_columns(pl.lit("").alias("failed_node"))
+    new = new.select(
+        "cause",
+        "blamed_nodes",
+        "attribution_source",
+        *([] if "failed_node" in base.columns else ["failed_node"]),
+        "infra_failure",
     )
     out = base.hstack([chunked_like(c, base) for c in new.get_columns()])
     return out if out.get_column("row_id").is_sorted() else out.sort("row_id")

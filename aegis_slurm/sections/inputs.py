@@ -290,15 +290,16 @@ def attribute(
 ) -> pl.DataFrame:
     """``attribution.attribute_failures`` of ``runs`` with End imputed, ``batch`` rows at a
     time (``row_id`` numbers the whole table, as one call would)."""
-    from aegis_slurm.analytics.attribution import attribute_failures
+    from aegis_slurm.analytics.attribution import attribute_prepared, prepare_evidence
 
     runs = runs.with_columns(impute_end_time())
     index = pl.int_range(runs.height, dtype=pl.UInt32, eager=True).alias("row_id")
     runs = runs.select(chunked_like(index, runs), pl.all())
+    evidence = prepare_evidence(signals, events)
     if runs.height <= batch:
-        return attribute_failures(runs, signals, events)
+        return attribute_prepared(runs, evidence)
     parts = [
-        attribute_failures(runs.slice(offset, batch), signals, events)
+        attribute_prepared(runs.slice(offset, batch), evidence)
         for offset in range(0, runs.height, batch)
     ]
     return pl.concat(parts, rechunk=False)
