@@ -260,3 +260,21 @@ def test_tiny_tables_link_as_the_string_linkage_does(n: int) -> None:
     got, want = link_job_runs(runs), reference_link(runs)
     assert got.height == n
     assert got.select(LINK).equals(want.select(LINK))
+
+
+@pytest.mark.parametrize(
+    ("states", "links"), [(("COMPLETED", "FAILED"), True), (("FAILED", "COMPLETED"), False)]
+)
+def test_a_requeued_jobs_last_record_is_by_submit_then_record_order(
+    states: tuple[str, str], links: bool
+) -> None:
+    """Two records of one job submitted at the same instant (a requeue can keep Submit): the
+    later record is the job's last, so whether it ended COMPLETED decides the resubmission
+    link; a third record submitted earlier but listed last changes nothing."""
+    rows = [record(7, 0.0, states[0]), record(7, 0.0, states[1]), record(7, -1.0, "FAILED")]
+    rows += [record(9, 3.0, "COMPLETED")]
+    runs = pl.DataFrame(rows).with_columns(pl.Series("run_index", [1, 2, 0, 0], dtype=pl.Int64))
+    got = link_job_runs(runs)
+    resubmitted = got.filter(pl.col("job_id_raw") == 9)["link_method"].to_list()
+    assert resubmitted == (["resubmit"] if links else [None])
+    assert got["run_key"].n_unique() == (1 if links else 2)
