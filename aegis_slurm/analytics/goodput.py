@@ -19,6 +19,7 @@ from typing import Any
 
 import polars as pl
 
+from aegis_slurm.accounting.frames import rows_by_id
 from aegis_slurm.analytics.common import gpu_bucket, lost_gpu_hours, prev_in_group
 
 DEFAULT_TOLERANCE = timedelta(seconds=150)
@@ -83,7 +84,7 @@ def restart_runs(
         )
         .collect()
     )
-    return out.join(linked.select("row_id", "nodes"), on="row_id", how="left")
+    return out.with_columns(rows_by_id(linked, out["row_id"], ["nodes"])["nodes"])
 
 
 def link_preemptions(
@@ -173,7 +174,7 @@ def goodput_lost(
     restarts = all_restarts.filter(pl.col("after_infra"))
     second = (
         links.join(
-            linked.select(pl.col("row_id").alias("victim_row_id"), "elapsed_s", "gpus"),
+            rows_by_id(linked, links["victim_row_id"], ["elapsed_s", "gpus"]),
             on="victim_row_id",
         )
         .with_columns(lost_gpu_hours().alias("lost"))

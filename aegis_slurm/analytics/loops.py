@@ -23,6 +23,7 @@ import numpy as np
 import polars as pl
 from scipy import stats
 
+from aegis_slurm.accounting.frames import rows_by_id
 from aegis_slurm.analytics.common import gpu_hours, lost_gpu_hours
 from aegis_slurm.analytics.goodput import (
     DEFAULT_TOLERANCE,
@@ -135,7 +136,7 @@ def requeue_loops(
         recur = (
             streaks.select("_streak", "row_id")
             .explode("row_id")
-            .join(linked.select("row_id", "blamed_nodes"), on="row_id")
+            .join(rows_by_id(linked, streaks["row_id"].explode(), ["blamed_nodes"]), on="row_id")
             .explode("blamed_nodes")
             .drop_nulls("blamed_nodes")
             .group_by("_streak")
@@ -158,7 +159,7 @@ def requeue_loops(
             on="preemptor_row_id",
         )
         .join(
-            linked.select(pl.col("row_id").alias("victim_row_id"), "elapsed_s", "gpus"),
+            rows_by_id(linked, links["victim_row_id"], ["elapsed_s", "gpus"]),
             on="victim_row_id",
         )
         .group_by(JOB)

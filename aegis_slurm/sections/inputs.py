@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.accounting.frames import chunked_like
+from aegis_slurm.accounting.frames import chunked_like, row_numbered
 from aegis_slurm.analytics.common import AnalyticsError, impute_end_time
 from aegis_slurm.sections.settings import DEFAULTS, Settings
 
@@ -262,18 +262,9 @@ def _renumbered(frame: pl.DataFrame, period: Period) -> pl.DataFrame:
     that is every row, already so numbered (the whole store), ``frame`` itself: a copy of a
     20M-run table is gigabytes."""
     keep = frame.select(period.mask().all()).item()
-    if keep and _numbered(frame):
+    if keep and row_numbered(frame):
         return frame
     return frame.filter(period.mask()).drop("row_id").with_row_index("row_id")
-
-
-def _numbered(frame: pl.DataFrame) -> bool:
-    """``row_id`` is the first column and reads 0, 1, 2, ... (as ``with_row_index`` makes it)."""
-    if not frame.columns or frame.columns[0] != "row_id":
-        return False
-    if frame.schema["row_id"] != pl.UInt32:
-        return False
-    return bool(frame.select((pl.col("row_id") == pl.int_range(pl.len())).all()).item())
 
 
 #: Runs attributed at a time.  Attribution is a function of each run and the evidence alone,

@@ -6,7 +6,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from aegis_slurm.accounting.frames import chunked_like, repeated
+from aegis_slurm.accounting.frames import chunked_like, repeated, row_numbered, rows_by_id
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -40,3 +40,23 @@ def test_chunked_like_follows_the_frame() -> None:
     col = chunked_like(pl.Series("b", [10, 20, 30]), frame)
     assert [c.len() for c in col.get_chunks()] == [2, 1]
     assert col.to_list() == [10, 20, 30]
+
+
+@pytest.mark.parametrize("numbered", [True, False])
+def test_rows_by_id_is_the_inner_join_it_stands_for(numbered: bool) -> None:
+    frame = pl.DataFrame({"x": [10, 11, 12, 13], "y": ["a", "b", "c", "d"]}).with_row_index(
+        "row_id"
+    )
+    if not numbered:  # ids that are not positions: the join path
+        frame = frame.with_columns(pl.col("row_id") * 2)
+    ids = pl.Series("victim_row_id", [2, 0, None, 99, 2], dtype=pl.UInt32)
+    got = rows_by_id(frame, ids, ["x"])
+    want = ids.to_frame().join(
+        frame.select(pl.col("row_id").alias("victim_row_id"), "x"),
+        on="victim_row_id",
+        how="inner",
+        maintain_order="left",
+    )
+    assert got.equals(want)
+    assert got.columns == ["victim_row_id", "x"]
+    assert row_numbered(frame) is numbered
