@@ -170,7 +170,13 @@ def _link_sorted_jobs(
     (linked to the job before it) and ``run_key`` (from 1, the running count of job runs)."""
     # Two independent hashes keep each key's jobs contiguous in the sort: keys whose first
     # hashes collide are still apart unless the second collides too (2^-128 per pair).
-    jobs = jobs.sort("_h", "_h2", "_first", order)  # (nulls_last=True is 15x slower here)
+    # That order as two stable sorts, by time then by the first hash (2.5x faster than one
+    # sort on four keys); only when two keys' first hashes collide (2^-64 per pair) do their
+    # jobs interleave there, and then the four-key sort is made.
+    jobs = jobs.sort("_first", order, maintain_order=True).sort("_h", maintain_order=True)
+    same_h = pl.col("_h") == pl.col("_h").shift(1)
+    if jobs.select((same_h & (pl.col("_h2") != pl.col("_h2").shift(1))).any()).item():
+        jobs = jobs.sort("_h", "_h2", "_first", order)  # (nulls_last=True is 15x slower here)
     delta = pl.col("_first") - pl.col("_last_end").shift(1)
     candidate = (
         (pl.col("_h") == pl.col("_h").shift(1))
