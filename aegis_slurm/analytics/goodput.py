@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from aegis_slurm.accounting.frames import rows_by_id
+from aegis_slurm.accounting.frames import repeated, rows_by_id
 from aegis_slurm.analytics.common import gpu_bucket, lost_gpu_hours, prev_in_group
 
 DEFAULT_TOLERANCE = timedelta(seconds=150)
@@ -44,47 +44,39 @@ def restart_runs(
     Returns row_id, failed_row_id, after_infra (the failed record was an infrastructure failure),
     cluster, job_id_raw, gpus, start_time, nodes of each restart.
     """
-    cols = [
+    # Work on a slim projection (no text, no node lists) of the job runs with a second record
+    # (no other record can restart anything: years of history are mostly one-record runs),
+    # sorted on one packed integer, and fetch the rest for the few restarts at the end.
+    slim = linked.select(
         "row_id",
         "run_key",
-        "run_seq",
-        "cluster",
-        "job_id_raw",
-        "gpus",
         "start_time",
         "end_time",
-        "state",
-        "exit_code",
         "infra_failure",
-    ]
-    # Work on a slim projection (no node lists) of the job runs with a second record (no other
-    # record can restart anything: years of history are mostly one-record runs), and fetch
-    # nodes for the few restarts at the end.
-    again = linked.select(pl.col("run_key").filter(pl.col("run_seq") > 0)).to_series()
-    df = (
-        linked.lazy()
-        .select(cols)
-        .filter(pl.col("run_key").is_in(again.implode()))
-        .sort("run_key", "run_seq")
-        .with_columns(
-            prev_in_group(failed, "run_key").fill_null(False).alias("_prev_failed"),
-            prev_in_group(pl.col("infra_failure"), "run_key").fill_null(False).alias("after_infra"),
-            prev_in_group(pl.col("end_time"), "run_key").alias("_prev_end"),
-            prev_in_group(pl.col("row_id"), "run_key").alias("failed_row_id"),
-        )
+        failed.alias("_failed"),
+        (pl.col("run_key").cast(pl.UInt64) * 2**32 + pl.col("run_seq").cast(pl.UInt64)).alias(
+            "_order"
+        ),
+    ).filter(repeated(linked.get_column("run_key")))
+    df = slim.sort("_order").with_columns(
+        prev_in_group(pl.col("_failed"), "run_key").fill_null(False).alias("_prev_failed"),
+        prev_in_group(pl.col("infra_failure"), "run_key").fill_null(False).alias("after_infra"),
+        prev_in_group(pl.col("end_time"), "run_key").alias("_prev_end"),
+        prev_in_group(pl.col("row_id"), "run_key").alias("failed_row_id"),
     )
-    out = (
-        df.filter(
-            pl.col("_prev_failed")
-            & pl.col("start_time").is_not_null()
-            & ((pl.col("start_time") - pl.col("_prev_end")) <= restart_within)
-        )
-        .select(
-            "row_id", "failed_row_id", "after_infra", "cluster", "job_id_raw", "gpus", "start_time"
-        )
-        .collect()
+    out = df.filter(
+        pl.col("_prev_failed")
+        & pl.col("start_time").is_not_null()
+        & ((pl.col("start_time") - pl.col("_prev_end")) <= restart_within)
     )
-    return out.with_columns(rows_by_id(linked, out["row_id"], ["nodes"])["nodes"])
+    rest = rows_by_id(linked, out["row_id"], ["cluster", "job_id_raw", "gpus", "nodes"])
+    return out.select("row_id", "failed_row_id", "after_infra").with_columns(
+        rest.get_column("cluster"),
+        rest.get_column("job_id_raw"),
+        rest.get_column("gpus"),
+        out.get_column("start_time"),
+        rest.get_column("nodes"),
+    )
 
 
 def link_preemptions(
