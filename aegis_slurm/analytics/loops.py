@@ -68,6 +68,9 @@ def requeue_loops(
         "end_time",
         "gpus",
         "n_nodes",
+        "job_id",
+        "user",
+        "job_name",
     ]
     # A slim projection of the jobs with k failed records (no other job can hold a streak of
     # k), sorted once; streak ids from one global cumulative sum (no window ops).  A record
@@ -169,15 +172,18 @@ def requeue_loops(
             lost_gpu_hours().sum().alias("victim_gpu_hours_lost"),
         )
     )
+    # The loops' jobs' records are all in ``df`` (every record of a job with k failed ones):
+    # no second pass over the history; "first" is the job's first record in table order.
+    first = pl.col("row_id").arg_min()
     info = (
-        linked.join(loop_jobs, on=JOB, how="semi")
+        df.join(loop_jobs, on=JOB, how="semi")
         .group_by(JOB)
         .agg(
-            pl.col("job_id").first(),
+            pl.col("job_id").get(first),
             pl.col("gpus").max(),
             (pl.len() - 1).alias("requeues"),
-            pl.col("user").first(),
-            pl.col("job_name").first(),
+            pl.col("user").get(first),
+            pl.col("job_name").get(first),
         )
     )
     out = (
