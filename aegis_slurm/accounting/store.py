@@ -727,6 +727,11 @@ def _as_table(runs: pl.DataFrame, columns: list[str] | None = None) -> pl.DataFr
     )
 
 
+def _job_key_hash(keys: pl.DataFrame) -> pl.Series:
+    """A u64 per run from its job's (cluster, JobID) (a test swaps it for a colliding one)."""
+    return keys.select(pl.struct("cluster", "job_id").hash()).to_series()
+
+
 def _run_index(keys: pl.DataFrame) -> pl.Series:
     """Each run's 0-based order among the runs of its job (Submit, then Start order).
 
@@ -738,25 +743,34 @@ def _run_index(keys: pl.DataFrame) -> pl.Series:
     # Rows whose job hash repeats: a superset of the jobs with several runs (a collision only
     # numbers a lone run, which the running count below gives 0 all the same), found at a
     # fraction of the memory of hashing the text key as a struct of strings.
-    repeated_job = repeated(keys.select(pl.struct(job).hash()).to_series())
+    job_hash = _job_key_hash(keys)
+    repeated_job = repeated(job_hash)
     index = pl.zeros(keys.height, dtype=pl.Int32, eager=True).alias("run_index")
     if not repeated_job.any():
         return index
-    at = pl.int_range(pl.len(), dtype=pl.Int64)
-    starts = (
-        (at == 0)
-        | pl.col("cluster").ne_missing(pl.col("cluster").shift())
-        | pl.col("job_id").ne_missing(pl.col("job_id").shift())
-    )
-    numbered = (
+    rows = (
         keys.select(*job, "submit_time", "start_time")
+        .with_columns(job_hash.alias("_jh"))
         .with_row_index("_row")
         .filter(repeated_job)
-        .sort([*job, "submit_time", "start_time", "_row"], nulls_last=False)
-        .select(
-            "_row",
-            (at - pl.when(starts).then(at).forward_fill()).cast(pl.Int32).alias("run_index"),
-        )
+    )
+    # Each job's runs in Submit, Start, row order: two stable sorts (time, then the job hash)
+    # instead of one on two text columns and three more; only when two jobs' hashes collide
+    # (their runs would interleave) is the text key sorted on.
+    ordered = rows.sort("submit_time", "start_time", maintain_order=True, nulls_last=False).sort(
+        "_jh", maintain_order=True
+    )
+    same_hash = pl.col("_jh") == pl.col("_jh").shift()
+    other_job = pl.col("cluster").ne_missing(pl.col("cluster").shift()) | pl.col(
+        "job_id"
+    ).ne_missing(pl.col("job_id").shift())
+    if ordered.select((same_hash & other_job).any()).item():
+        ordered = rows.sort([*job, "submit_time", "start_time", "_row"], nulls_last=False)
+    at = pl.int_range(pl.len(), dtype=pl.Int64)
+    starts = (at == 0) | other_job
+    numbered = ordered.select(
+        "_row",
+        (at - pl.when(starts).then(at).forward_fill()).cast(pl.Int32).alias("run_index"),
     )
     return index.scatter(numbered.get_column("_row"), numbered.get_column("run_index"))
 

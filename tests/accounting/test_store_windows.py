@@ -227,8 +227,15 @@ def order(rows: list[tuple], i: int) -> tuple:
     return (submit is not None, submit or low, start is not None, start or low, i)
 
 
-def test_run_index_is_the_order_of_submit_then_start_within_each_job():
+@pytest.mark.parametrize("colliding", [False, True])
+def test_run_index_is_the_order_of_submit_then_start_within_each_job(colliding, monkeypatch):
+    from aegis_slurm.accounting import store
     from aegis_slurm.accounting.store import _run_index
+
+    if colliding:  # every job one hash: the text-key sort must take over
+        monkeypatch.setattr(
+            store, "_job_key_hash", lambda keys: pl.Series([7] * keys.height, dtype=pl.UInt64)
+        )
 
     rng = random.Random(5)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
