@@ -92,8 +92,12 @@ def split_records(
             pl.col("_ok") & pl.col("_line").is_in((broken.get_column("_line") - 1).implode())
         )
         previous_text = dict(before.select("_line", _LINE_COLUMN).iter_rows())
+        after = frame.filter(
+            pl.col("_ok") & pl.col("_line").is_in((broken.get_column("_line") + 1).implode())
+        )
+        next_text = dict(after.select("_line", _LINE_COLUMN).iter_rows())
         repaired, tails, dropped = _repair(
-            broken.rows(), layout, validate, result, first_data_line, previous_text
+            broken.rows(), layout, validate, result, first_data_line, previous_text, next_text
         )
         last = unique_names[-1]
         if dropped:
@@ -127,6 +131,7 @@ def _repair(
     result: SplitResult,
     first_data_line: int,
     previous_text: dict[int, str],
+    next_text: dict[int, str] | None = None,
 ) -> tuple[list[tuple[int, list[str]]], dict[int, str], set[int]]:
     """Rejoin records split by embedded newlines and absorb stray delimiters; reject the rest.
 
@@ -174,6 +179,11 @@ def _repair(
             and names[count] in FREE_TEXT_FIELDS
             and count + text.count(delim) == expected
         )
+
+    def leading_text(count: int, text: str) -> bool:
+        # --parsable: delimiter-free lines are no record of their own (every record ends with
+        # the delimiter); before any delimiter they are all inside a leading free-text field.
+        return layout.trailing and count == 0 and names[0] in FREE_TEXT_FIELDS and delim not in text
 
     implausible, blank = _not_continuations(rows, layout, tail_may_continue)
     i = 0
@@ -247,7 +257,11 @@ def _repair(
             and rows[j][0] == rows[j - 1][0] + 1
             and rows[j][0] not in implausible
             and rows[j][0] not in blank
-            and (not can_start(rows[j][1]) or completes(count, rows[j][1]))
+            and (
+                not can_start(rows[j][1])
+                or completes(count, rows[j][1])
+                or leading_text(count, rows[j][1])
+            )
         ):
             parts.append(rows[j][1])
             count += rows[j][1].count(delim)
@@ -293,6 +307,23 @@ def _repair(
         if count == expected:  # --parsable, yet the last delimiter is not at the end
             result.reject("record does not end with the delimiter", line_no, joined)
             continue
+        following = rows[j - 1][0] + 1
+        if next_text and following in next_text and leading_text(count, ""):
+            # --parsable ends every record with the delimiter: delimiter-free lines before a
+            # good line are the start of that record, cut by newlines in its first field (a
+            # free-text field), and the good line only looked whole.
+            whole = joined + "\n" + next_text[following]
+            values = _split_any(whole, layout, validate)
+            if values is not None and validate(dict(zip(names, values, strict=True))):
+                key = "newline inside a free-text field (rejoined)"
+                repaired.append((line_no, values))
+                repaired_text.append((whole, key))
+                result.recovered[key] += 1
+                result.rows_read -= 1  # the good line is read again as this record's rest
+                dropped.add(following)
+                open_record = (line_no, len(repaired) - 1)
+                previous_line = following
+                continue
         result.reject(
             f"truncated record ({count + 1 - layout.trailing} fields, {len(names)} expected)",
             line_no,
