@@ -215,7 +215,8 @@ def peer_deviation(
     A node with no value while a quorum of its peers report is as far as it can be (1.0) where
     ``gone`` (nodes x steps, :func:`absence_evidence`: the machine answers no exporter, or the
     series stopped for good) holds; elsewhere (``gone`` given) its absence is missing data,
-    NaN: a lost scrape says nothing about the machine.  Without ``gone`` every absence is 1.0.  Time steps without a quorum are not judged
+    NaN: a lost scrape says nothing about the machine.  Without ``gone`` every absence is 1.0.
+    Time steps without a quorum are not judged
     at all (before or after the job).
     ``ignore`` marks the nodes that never export this metric at all (while exporting others): a
     configuration difference, not an absence; they are neither judged nor counted in the quorum.
