@@ -194,6 +194,13 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         MetricSpec(name, "dcgm", "counter", "sum", 0, 100, "events")
         for name in NVLINK_ERROR_COUNTERS
     ),
+    # the hottest GPU memory (HBM) of the node, DCGM field 252 (in dcgm-exporter's default
+    # CSV): HBM throttles its own clock near 95 degC (clock-event reason 0x40, HW thermal)
+    # while the GPU die's temperature looks normal, and the job waits on that GPU's memory
+    # bandwidth.  A GPU without the sensor reads DCGM's blank (dropped when aligning, like
+    # every DCGM blank); a node without it is not judged on it.  Range: HBM3/HBM3e's
+    # operating range tops out around 105 degC
+    MetricSpec("DCGM_FI_DEV_MEMORY_TEMP", "dcgm", "gauge", "max", 20, 110),
     # Ethernet/RoCE sites (no infiniband collector) see their links only here.  How many of
     # the node's physical interfaces are up (operstate): a NIC that drops is one fewer, as a
     # vanished IB port is (node_exporter: "Value is 1 if operstate is 'up', 0 otherwise")
@@ -228,9 +235,12 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}
 
-#: DCGM reports "no value" as large sentinels (DCGM_INT64_BLANK = 0x7ffffff0 ... and
-#: DCGM_FP64_BLANK = 140737488355328.0); dcgm-exporter passes them through (its README's sample
-#: shows ``DCGM_FI_DEV_MEMORY_TEMP ... 9223372036854775794``).  At or above this: a blank.
+#: DCGM reports "no value" as large sentinels (dcgm_structs.h: DCGM_INT64_BLANK =
+#: 0x7ffffffffffffff0 and its NOT_FOUND/NOT_SUPPORTED/NOT_PERMISSIONED successors +1..+3,
+#: DCGM_FP64_BLANK = 140737488355328.0 and +1..+3; DCGM_INT32_BLANK 0x7ffffff0 is for int32
+#: API fields, not published values); dcgm-exporter passes them through (its README's sample
+#: shows ``DCGM_FI_DEV_MEMORY_TEMP ... 9223372036854775794``, INT64 NOT_SUPPORTED).  At or
+#: above this (DCGM's own ``*_IS_BLANK`` tests are ``>=``): a blank.
 DCGM_BLANK = 1.4e14
 
 

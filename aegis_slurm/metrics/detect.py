@@ -92,6 +92,13 @@ class Params:
     # the machine slowing it; its findings from then on, but for hardware evidence (Xid, a lost
     # device, an error-counter burst), are reported under ``departed`` (:func:`departed_at`)
     departure: bool = True
+    # a lost scrape is missing data, not evidence: an absence counts (as far from the peers as
+    # a node can be) only where the machine answers no exporter (:func:`machine_gone`) or the
+    # series stopped for good -- silent from its last sample to the window's end
+    # (:func:`ended`).  A run of lost scrapes that ends (a scrape timeout, an exporter
+    # restarting) is neither near the peers nor far from them (:func:`peer_deviation`,
+    # :func:`window_distance`); False: any absence is evidence
+    machine_absence: bool = True
 
 
 @dataclass(frozen=True)
@@ -193,7 +200,11 @@ def normalise(X: np.ndarray, lo: float | None = None, hi: float | None = None) -
 
 
 def peer_deviation(
-    N: np.ndarray, quorum: float = 0.5, ignore: np.ndarray | None = None, lag: int = 0
+    N: np.ndarray,
+    quorum: float = 0.5,
+    ignore: np.ndarray | None = None,
+    lag: int = 0,
+    gone: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Squared distance of each node to its peers' median, per time step; and the judged steps.
 
@@ -201,8 +212,12 @@ def peer_deviation(
     are scraped at their own offsets, so a job-wide edge (a checkpoint starting) shows on one node
     up to a scrape interval before or after the median; that is not the node moving away.
 
-    A node with no value while a quorum of its peers report is as far as it can be (1.0): it
-    stopped reporting.  Time steps without a quorum are not judged at all (before or after the job).
+    A node with no value while a quorum of its peers report is as far as it can be (1.0) where
+    ``gone`` (nodes x steps, :func:`absence_evidence`: the machine answers no exporter, or the
+    series stopped for good) holds; elsewhere (``gone`` given) its absence is missing data,
+    NaN: a lost scrape says nothing about the machine.  Without ``gone`` every absence is 1.0.
+    Time steps without a quorum are not judged
+    at all (before or after the job).
     ``ignore`` marks the nodes that never export this metric at all (while exporting others): a
     configuration difference, not an absence; they are neither judged nor counted in the quorum.
     """
@@ -217,10 +232,45 @@ def peer_deviation(
             np.concatenate([np.full(k, np.nan), med[:-k]]),
         ):
             dev = np.fmin(dev, (N - shifted[None, :]) ** 2)
-    dev = np.where(present, dev, 1.0)
+    absent = 1.0 if gone is None else np.where(gone, 1.0, np.nan)
+    dev = np.where(present, dev, absent)
     dev[~keep, :] = 0.0
     dev[:, ~judged] = 0.0
     return dev, judged
+
+
+def ended(X: np.ndarray) -> np.ndarray:
+    """Nodes x steps after each node's last sample of ``X`` (all steps without one): a series
+    that stopped and did not come back in the window -- a GPU off the bus, a NIC the OS lost,
+    a dcgm-exporter hung on a GSP that no longer answers.  Live (``watch``), the window ends
+    now: a silence still going on."""
+    T = X.shape[1]
+    valid = ~np.isnan(X)
+    last = np.where(valid.any(axis=1), T - 1 - np.argmax(valid[:, ::-1], axis=1), -1)
+    return np.arange(T)[None, :] > last[:, None]
+
+
+def absence_evidence(aligned: Aligned, metric: str, machine: np.ndarray) -> np.ndarray:
+    """Where an absence of ``metric`` is evidence (:class:`Params` ``machine_absence``): the
+    machine is gone (``machine``, :func:`machine_gone`) or the series :func:`ended`."""
+    return machine | ended(aligned.data[metric])
+
+
+def machine_gone(aligned: Aligned, quorum: float = 0.5) -> np.ndarray:
+    """Nodes x steps at which a node has no sample of *any* metric (of any exporter) while a
+    quorum of the nodes have one: the machine stopped reporting -- evidence, unlike a lost
+    scrape (:class:`Params` ``machine_absence``).
+
+    A scrape that times out (dcgm-exporter issue #607: a third of its targets down for
+    minutes, scrape_duration at the timeout), an exporter restarting or a Prometheus missing
+    scrapes blank one exporter's series on that node for a while, and the exporter answers
+    again; a machine that is down, hung or cut off answers no exporter.
+    """
+    n, T = len(aligned.nodes), aligned.times.size
+    if not aligned.data:
+        return np.zeros((n, T), bool)
+    present = np.logical_or.reduce([~np.isnan(X) for X in aligned.data.values()])
+    return ~present & (present.mean(axis=0) >= quorum)[None, :]
 
 
 def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
@@ -429,14 +479,28 @@ def profiler_blank(aligned: Aligned, metric: str) -> np.ndarray | None:
 
 
 def window_distance(dev: np.ndarray, w: int) -> np.ndarray:
-    """RMS of the deviation over the trailing ``w`` steps (a Euclidean distance per window)."""
+    """RMS of the deviation over the trailing ``w`` steps (a Euclidean distance per window).
+
+    NaN steps (missing data, :func:`peer_deviation`) are left out of the mean: the window is
+    judged on the samples it has, and a window without one has no distance (NaN)."""
+    missing = np.isnan(dev)
     if w <= 1:
         return np.sqrt(dev)
-    c = np.cumsum(dev, axis=1)
+    d = np.where(missing, 0.0, dev)
+    c = np.cumsum(d, axis=1)
     s = c.copy()
     s[:, w:] = c[:, w:] - c[:, :-w]
-    s[:, : w - 1] = np.nan  # incomplete windows
-    return np.sqrt(s / w)
+    if missing.any():
+        h = np.cumsum(~missing, axis=1)
+        k = h.copy()
+        k[:, w:] = h[:, w:] - h[:, :-w]
+    else:
+        k = np.full(dev.shape, w)
+    with np.errstate(all="ignore"):
+        out = np.sqrt(s / k)
+    out[k == 0] = np.nan
+    out[:, : w - 1] = np.nan  # incomplete windows
+    return out
 
 
 def candidates(dist: np.ndarray, threshold: float, max_share: float) -> np.ndarray:
@@ -514,6 +578,8 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
     X = aligned.data[metric]
     if spec.scale == "xid" and p.scales:
         X = hardware_xid(X)
+    if spec.agg == "count" and p.machine_absence:
+        X = zero_count(aligned, metric)
     if spec.kind == "counter":
         events = p.scales and spec.scale == "events"
         raw = X
@@ -524,6 +590,19 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
             burst = burst_mask(counts, span, p.burst_alpha, aligned.step)
             X = np.where(burst | np.isnan(X), X, 0.0)  # an absence stays an absence
     return denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
+
+
+def zero_count(aligned: Aligned, metric: str) -> np.ndarray:
+    """A device count (``count by (node)``) read as 0 where the node's exporter reports other
+    series but none of the counted ones: PromQL's ``count`` of nothing is no series, not 0, and
+    the node's last IB port (or its only GPU's temperature) gone is a loss, not a lost scrape."""
+    X = aligned.data[metric]
+    src = spec_for(metric).source
+    same = [Y for m, Y in aligned.data.items() if m != metric and spec_for(m).source == src]
+    if not same:
+        return X
+    alive = np.logical_or.reduce([~np.isnan(Y) for Y in same])
+    return np.where(np.isnan(X) & alive, 0.0, X)
 
 
 def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
@@ -630,13 +709,22 @@ def deviation(
     ignore: np.ndarray | None = None,
     ref: tuple[np.ndarray, float] | None = None,
     late: np.ndarray | None = None,
+    gone: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """:func:`peer_deviation` of the metric, the smaller over the readings of :func:`prepare`;
-    the judged steps; and from when each node is judged (None: all from the warm-up's end)."""
+    the judged steps; and from when each node is judged (None: all from the warm-up's end).
+
+    ``gone``: :func:`machine_gone`, computed here when not given (``p.machine_absence``); an
+    absence is evidence there and where the series :func:`ended`."""
+    if p.machine_absence:
+        machine = machine_gone(aligned, p.quorum) if gone is None else gone
+        gone = absence_evidence(aligned, metric, machine)
+    else:
+        gone = None
     dev, judged = None, None
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     for N in arrays:
-        d, judged = peer_deviation(N, p.quorum, ignore, p.lag)
+        d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
         dev = d if dev is None else np.minimum(dev, d)
     return dev, judged, since
 
@@ -660,9 +748,10 @@ def _detect_metric(
     ignore: np.ndarray | None = None,
     ref: tuple[np.ndarray, float] | None = None,
     late: np.ndarray | None = None,
+    gone: np.ndarray | None = None,
 ) -> tuple[list[Finding], int, np.ndarray]:
     """:func:`detect_metric`, and its candidate windows (nodes x steps) for corroboration."""
-    dev, judged, since = deviation(aligned, metric, p, ignore, ref, late)
+    dev, judged, since = deviation(aligned, metric, p, ignore, ref, late, gone)
     if p.profiler_pause:
         blank = profiler_blank(aligned, metric)
         if blank is not None:
@@ -889,6 +978,7 @@ def detect(
     if p.reference_start < 0:
         mid = opens_mid_job(running, aligned.times, 2 * p.window)
         p = replace(p, reference_start=0.0 if mid else p.warmup)
+    machine = machine_gone(aligned, p.quorum) if p.machine_absence else None
     for m in metrics:
         ref = None
         if offsets is not None and p.baseline > 0:
@@ -898,7 +988,7 @@ def detect(
                 np.array([node_off.get(n, np.nan) for n in aligned.nodes], dtype=float),
                 float(r.get("level", np.nan)),
             )
-        found, n, c = _detect_metric(aligned, m, p, never.get(m), ref, late)
+        found, n, c = _detect_metric(aligned, m, p, never.get(m), ref, late, machine)
         windows = max(windows, n)
         per_metric[m] = found
         if spec_for(m).evidence == "local":
@@ -909,6 +999,8 @@ def detect(
     if p.corroborate:
         row = {node: i for i, node in enumerate(aligned.nodes)}
         gone = {src: exporter_gone(aligned, src) for src in {spec_for(m).source for m in metrics}}
+        if machine is not None:  # an exporter that answers again: lost scrapes, no evidence
+            gone = {src: g & (machine | ended(np.where(g, np.nan, 1.0))) for src, g in gone.items()}
         if p.measured_evidence:
             k = max(round(p.continuity / aligned.step), 1)
             gone = {src: sustained(g, k) for src, g in gone.items()}

@@ -51,6 +51,9 @@ EXTRA = {
     **NETWORK,
     **dict.fromkeys(NVLINK_ERROR_COUNTERS, 6.0),
     LINK_RATE: 50e9,  # one NDR port (node_exporter serves it per device and port)
+    # HBM temperature, per GPU as dcgm-exporter serves it (its README's sample has the family
+    # and a blank reading of it: tests/fixtures/metrics/dcgm-exporter-readme-metrics.txt)
+    "DCGM_FI_DEV_MEMORY_TEMP": 71.0,
 }
 
 

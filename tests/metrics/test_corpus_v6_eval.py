@@ -33,7 +33,10 @@ def test_minder_against_the_naive_rules_on_corpus_v6(
 #: hbm_thermal_throttle 7, roce_pfc_pause_storm 5, xid79_gpu_lost 1; false: all 9 in
 #: scrape_timeout_partial (power 6, SM clock 2, PCIe replays 1).  111 s, 1.1 GB.
 #: v6 is seen from here on.  Floors a little under: precision, recall, median delay (min).
-FLOOR = {"minder": (0.80, 0.66, 5.0)}
+#: Round 6 (session 8, designed on v6: seen, not blind): Minder 1.000 / 0.797 (55 of 69) /
+#: 4.0 min, 0 of 60 healthy jobs alarmed (a run of lost scrapes is missing data; HBM
+#: temperature).  Still missed: ib_xmit_wait_congestion 8, roce_pfc_pause_storm 5, xid79 1.
+FLOOR = {"minder": (0.95, 0.77, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v6_eval
     import sys

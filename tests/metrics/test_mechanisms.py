@@ -4,6 +4,8 @@ hardware Xid indicator and device counts (docs/minder.md, "Evidence")."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from aegis_slurm.metrics.align import Aligned
@@ -105,8 +107,11 @@ def test_a_paused_profiler_is_no_data_not_an_absence() -> None:
     assert blank is not None and blank[4, 100:140].all() and blank.sum() == 40
     assert profiler_blank(a, CLOCK) is None
     assert detect(a, [TENSOR, CLOCK], Params(corroborate=False)).faulty == []
-    off = Params(corroborate=False, profiler_pause=False)
+    # (round 6's machine absence covers it too: the node's DEV fields report, so the blank
+    # profiling fields are missing data; both off, the blank reads as an absence)
+    off = Params(corroborate=False, profiler_pause=False, machine_absence=False)
     assert names(detect(a, [TENSOR, CLOCK], off)) == ["n04"]
+    assert detect(a, [TENSOR, CLOCK], replace(off, machine_absence=True)).faulty == []
 
 
 def test_a_node_gone_from_every_dcgm_field_is_still_absent() -> None:
@@ -370,3 +375,137 @@ def test_a_window_opened_mid_job_takes_its_reference_at_once() -> None:
     (f,) = detect(a, pri, Params()).faulty
     assert f.node == "n11" and f.first_detected >= TIMES[16]
     assert detect(a, pri, Params(reference_start=300.0)).faulty == []
+
+
+# ---- round 6: a lost scrape is missing data; a machine gone is evidence -----------------------
+
+
+def scrape_timeouts(rng: np.random.Generator) -> Aligned:
+    """16 nodes training; from step 100 to 160 three nodes' dcgm-exporter scrapes time out
+    (dcgm-exporter issue #607): 30-70 % of them lost, in runs of up to 8 scrapes (2 minutes),
+    while their node_exporter answers every scrape."""
+    power = busy(rng, 650.0, 0.02)
+    clock = busy(rng, 1980.0, 0.003)
+    load = busy(rng, 40.0, 0.03)
+    lost = np.zeros(power.shape, bool)
+    for i in (1, 7, 13):
+        lost[i, 100:160] = rng.random(60) < 0.5
+        lost[i, 120:128] = True  # one long run: 2 minutes without a DCGM sample
+    for X in (power, clock):
+        X[lost] = np.nan
+    return Aligned(TIMES, NODES, {POWER: power, CLOCK: clock, "node_load1": load}, STEP)
+
+
+def test_lost_scrapes_on_some_nodes_are_missing_data_not_evidence() -> None:
+    rng = np.random.default_rng(12)
+    a = scrape_timeouts(rng)
+    pri = [POWER, CLOCK, "node_load1"]
+    assert detect(a, pri, Params()).faulty == []
+    # before round 6 every absence was as far from the peers as a node can be
+    assert detect(a, pri, Params(machine_absence=False)).faulty != []
+
+
+def test_a_machine_that_stops_reporting_is_still_found() -> None:
+    rng = np.random.default_rng(13)
+    a = scrape_timeouts(rng)
+    for X in a.data.values():
+        X[8, 150:] = np.nan  # n08 answers neither exporter from step 150 on
+    (f,) = detect(a, [POWER, CLOCK, "node_load1"], Params()).faulty
+    assert f.node == "n08" and f.first_detected >= TIMES[150]
+
+
+def test_machine_gone_needs_every_exporter_silent() -> None:
+    power = np.ones((3, 4))
+    load = np.ones((3, 4))
+    power[0, 1] = np.nan  # dcgm-exporter silent, node_exporter answers: a lost scrape
+    power[1, 2:] = np.nan
+    load[1, 2:] = np.nan  # both silent: the machine
+    a = Aligned(TIMES[:4], NODES[:3], {POWER: power, "node_load1": load}, STEP)
+    from aegis_slurm.metrics.detect import machine_gone, peer_deviation, window_distance
+
+    gone = machine_gone(a)
+    assert gone.tolist() == [[0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 0, 0]]
+    dev, _ = peer_deviation(power, gone=gone)
+    assert np.isnan(dev[0, 1]) and dev[1, 2] == 1.0
+    # a window holding one missing sample is judged on the samples it has
+    d = window_distance(np.array([[0.04, np.nan, 0.04, np.nan]]), 2)
+    np.testing.assert_allclose(d, [[np.nan, 0.2, 0.2, 0.2]])
+    assert np.isnan(window_distance(np.array([[0.04, np.nan, np.nan]]), 2)[0, 2])
+
+
+def test_the_last_device_lost_counts_zero_not_missing() -> None:
+    # a single-HCA node loses its only port: count by (instance) returns no series for it,
+    # while its node_exporter answers; PromQL's count of nothing is 0 devices, a loss
+    ports = np.full((16, TIMES.size), 1.0)
+    ports[5, 150:] = np.nan
+    load = busy(np.random.default_rng(14), 40.0, 0.03)
+    a = Aligned(TIMES, NODES, {PORT_COUNT: ports, "node_load1": load}, STEP)
+    assert names(detect(a, [PORT_COUNT, "node_load1"], Params())) == ["n05"]
+
+
+# ---- round 6: HBM (GPU memory) temperature ----------------------------------------------------
+
+
+def test_a_gpu_whose_memory_runs_hot_is_found() -> None:
+    # DCGM field 252: one GPU's HBM climbs +28 degC to ~100 degC and throttles (reason 0x40);
+    # the die temperature and SM clock stay where they were
+    memtemp = "DCGM_FI_DEV_MEMORY_TEMP"
+    from aegis_slurm.metrics.catalog import spec_for
+
+    spec = spec_for(memtemp)  # the node's hottest HBM, on its physical range
+    assert (spec.agg, spec.lo, spec.hi, spec.scale, spec.evidence) == (
+        "max",
+        20,
+        110,
+        "physical",
+        "local",
+    )
+    rng = np.random.default_rng(15)
+    X = 72.0 + rng.normal(0, 0.6, (len(NODES), TIMES.size)) + rng.normal(0, 2.5, (16, 1))
+    X[6, 130:] += np.clip((np.arange(TIMES.size - 130) * STEP) / 180.0, 0, 1) * 28
+    a = Aligned(TIMES, NODES, {memtemp: X}, STEP)
+    (f,) = detect(a, [memtemp], Params()).faulty
+    assert f.node == "n06" and f.first_detected >= TIMES[130]
+
+
+def test_dcgm_blank_family_is_dropped_for_memory_temperature() -> None:
+    import polars as pl
+
+    from aegis_slurm.metrics.align import clean
+
+    blanks = [
+        9223372036854775792.0,  # DCGM_INT64_BLANK
+        9223372036854775793.0,  # NOT_FOUND
+        9223372036854775794.0,  # NOT_SUPPORTED (dcgm-exporter's README sample)
+        9223372036854775795.0,  # NOT_PERMISSIONED
+        140737488355328.0,  # DCGM_FP64_BLANK
+        140737488355331.0,  # FP64 NOT_PERMISSIONED
+    ]
+    df = pl.DataFrame(
+        {
+            "time": pl.datetime_range(
+                pl.datetime(2026, 1, 1), pl.datetime(2026, 1, 1, 0, 1, 45), "15s", eager=True
+            ),
+            "node": ["gpu1"] * 8,
+            "metric": ["DCGM_FI_DEV_MEMORY_TEMP"] * 8,
+            "value": [*blanks, 71.0, 100.0],
+        }
+    )
+    out, dropped = clean(df)
+    assert out["value"].to_list() == [71.0, 100.0]
+    assert dropped["DCGM blank value (no reading)"] == 6
+
+
+def test_a_dcgm_exporter_that_stops_for_good_is_still_evidence() -> None:
+    # a GSP hang or a GPU off the bus on a one-GPU node: its dcgm-exporter stops answering from
+    # step 150 to the end while node_exporter answers; a run of lost scrapes that ends is not
+    rng = np.random.default_rng(16)
+    a = scrape_timeouts(rng)
+    for m in (POWER, CLOCK):
+        a.data[m][8, 150:] = np.nan
+    (f,) = detect(a, [POWER, CLOCK, "node_load1"], Params()).faulty
+    assert f.node == "n08" and f.first_detected >= TIMES[150]
+    from aegis_slurm.metrics.detect import ended
+
+    X = np.array([[1.0, np.nan, 1.0, np.nan, np.nan], [np.nan] * 5])
+    assert ended(X).tolist() == [[0, 0, 0, 1, 1], [1, 1, 1, 1, 1]]
