@@ -97,18 +97,26 @@ def _rss_gb(pid: int) -> float:
         return 0.0
 
 
-def run_measured(args: list[str], limit_gb: float = RSS_LIMIT_GB) -> tuple[float, float, int]:
+def run_measured(
+    args: list[str], limit_gb: float = RSS_LIMIT_GB, code_dir: Path | None = None
+) -> tuple[float, float, int]:
     """(wall seconds, own peak RSS GB, exit code) of one command in a fresh process, killed
-    (exit "killed", NaN figures) as soon as its RSS passes ``limit_gb``."""
+    (exit "killed", NaN figures) as soon as its RSS passes ``limit_gb``.  ``code_dir``: a
+    checkout whose ``aegis_slurm`` the command runs instead of this one's (the child's working
+    directory comes first on its path)."""
     import json
+    import os
     import subprocess
     import sys
 
+    env = None if code_dir is None else {**os.environ, "PYTHONPATH": str(code_dir)}
     proc = subprocess.Popen(
         [sys.executable, "-c", _CHILD, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        cwd=code_dir,
+        env=env,
     )
     killed = False
     while proc.poll() is None:
@@ -136,6 +144,7 @@ def bench_commands(
     tiled: bool,
     whole: bool = True,
     limit_gb: float = RSS_LIMIT_GB,
+    baseline: Path | None = None,
 ) -> None:
     import os
 
@@ -196,6 +205,12 @@ def bench_commands(
             kind = " (year)" if "--start" in argv else "" if period else " (whole)"
             label = argv[0] + (" (latest)" if latest else kind)
             print(f"  {label:<22} {wall:7.2f} s  {gb:6.2f} GB peak RSS  exit {rc}  load {load:.1f}")
+            if baseline is not None:  # the same command right after on the baseline's code
+                b_wall, b_gb, b_rc = run_measured(argv, limit_gb, baseline)
+                print(
+                    f"  {'  baseline':<22} {b_wall:7.2f} s  {b_gb:6.2f} GB peak RSS  exit {b_rc}"
+                    f"  ({b_wall / wall:.2f}x the time, {b_gb - gb:+.2f} GB)"
+                )
     print(f"  {'WORST':<22} {worst_t:7.2f} s  {worst_m:6.2f} GB   (target <= 60 s, <= 8 GB)")
 
 
@@ -210,6 +225,11 @@ def main() -> None:
     ap.add_argument("--tiled", action="store_true", help="--commands on a tiled_store.py store")
     ap.add_argument("--no-whole", action="store_true", help="--commands: skip the no-period runs")
     ap.add_argument("--rss-limit", type=float, default=RSS_LIMIT_GB, help="kill a command above")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="--commands: also run each command on this checkout's code (git worktree add DIR REV)",
+    )
     args = ap.parse_args()
     if args.commands:
         bench_commands(
@@ -220,6 +240,7 @@ def main() -> None:
             args.tiled,
             not args.no_whole,
             args.rss_limit,
+            args.baseline,
         )
         return
     days = args.records / 1.33 / (2.0 * args.nodes)  # ~1.33 records per job, 2 jobs/node-day

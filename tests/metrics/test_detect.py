@@ -319,3 +319,23 @@ def test_dozens_of_findings_at_once_are_a_job_wide_state_not_faults() -> None:
     kept = simultaneous_bound(first, times, 240.0, 4)
     assert sorted(kept) == [100, 101, 102]
     assert len(simultaneous_bound(first, times, 240.0, 0)) == 43  # without the bound
+
+
+def test_peer_median_is_nanmedian_over_the_nodes() -> None:
+    """The vectorised median equals ``np.nanmedian(X, axis=0)``: lost samples, infinities,
+    columns nobody reported, one node."""
+    import warnings
+
+    from aegis_slurm.metrics.detect import peer_median
+
+    rng = np.random.default_rng(0)
+    for t in range(200):
+        n, steps = int(rng.integers(1, 40)), int(rng.integers(1, 30))
+        X = rng.normal(size=(n, steps))
+        X[rng.random((n, steps)) < rng.random()] = np.nan
+        if t % 7 == 0:
+            X[rng.random((n, steps)) < 0.3] = np.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = np.nanmedian(X, axis=0)
+        assert np.array_equal(peer_median(X), want, equal_nan=True)
