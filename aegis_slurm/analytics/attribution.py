@@ -245,9 +245,12 @@ def attribute_prepared(
     runs = runs.with_row_index("row_id") if "row_id" not in runs.columns else runs
     # The columns evidence is matched on, then the filter (a filter of the wide table copies
     # every column of it).
-    used = ["row_id", "state", "nodes", "start_time", "end_time", "admin_comment"]
-    used += [c for c in ("job_id_raw", "run_index", "cluster") if c in runs.columns]
-    cand = runs.select(used).filter(pl.col("state").is_in(CANDIDATE_STATES))
+    # (what a caller's table lacks is missed only where the evidence needs it, as before)
+    used = ("row_id", "state", "nodes", "start_time", "end_time", "admin_comment")
+    used += ("job_id_raw", "run_index", "cluster")
+    cand = runs.select(c for c in used if c in runs.columns).filter(
+        pl.col("state").is_in(CANDIDATE_STATES)
+    )
 
     empty = pl.DataFrame(
         schema={"row_id": pl.UInt32(), "cause": pl.String(), "blamed_nodes": pl.List(pl.String())}

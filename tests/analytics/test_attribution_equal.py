@@ -104,3 +104,21 @@ def test_batches_as_one_call_before(sim: SimResult) -> None:
     )
     assert batched.height == runs.height
     assert_same(batched, whole)
+
+
+def test_a_minimal_table_as_before() -> None:
+    """A caller's table with only the columns its evidence needs (no Start, no job ids): the
+    tag attributes it, as before (found by the real-cluster Epilog test)."""
+    from datetime import UTC, datetime
+
+    runs = pl.DataFrame(
+        {
+            "state": ["NODE_FAIL", "FAILED"],
+            "nodes": [["n5", "n6"], ["n1"]],
+            "admin_comment": ["aegis:v1;hw=n6:node_fail", ""],
+            "end_time": [datetime(2026, 1, 1, tzinfo=UTC)] * 2,
+        }
+    )
+    new = attribute_failures(runs)
+    assert new.row(0, named=True)["blamed_nodes"] == ["n6"]
+    assert_same(new, ref.attribute_failures(runs))
