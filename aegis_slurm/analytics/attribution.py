@@ -243,14 +243,13 @@ def attribute_prepared(
 ) -> pl.DataFrame:
     """:func:`attribute_failures` with the evidence already prepared."""
     runs = runs.with_row_index("row_id") if "row_id" not in runs.columns else runs
-    # The columns evidence is matched on, then the filter (a filter of the wide table copies
-    # every column of it).
-    # (what a caller's table lacks is missed only where the evidence needs it, as before)
-    used = ("row_id", "state", "nodes", "start_time", "end_time", "admin_comment")
+    # The candidates, once, on the columns evidence is matched on and the new columns are
+    # computed from (a filter of the wide table copies every column of it).  A column the
+    # caller's table lacks is missed only where the evidence needs it.
+    used = ("row_id", "state", "nodes", "start_time", "end_time", "admin_comment", "failed_node")
     used += ("job_id_raw", "run_index", "cluster")
-    cand = runs.select(c for c in used if c in runs.columns).filter(
-        pl.col("state").is_in(CANDIDATE_STATES)
-    )
+    is_cand = pl.col("state").is_in(CANDIDATE_STATES)
+    cand = runs.select(c for c in used if c in runs.columns).filter(is_cand)
 
     empty = pl.DataFrame(
         schema={"row_id": pl.UInt32(), "cause": pl.String(), "blamed_nodes": pl.List(pl.String())}
@@ -308,11 +307,8 @@ def attribute_prepared(
     )
     # Only candidates can change: the columns are computed for them alone and set in place
     # by one gather (null elsewhere), not by conditions over every run of years of history.
-    is_cand = pl.col("state").is_in(CANDIDATE_STATES)
-    slim = (
-        base.select("row_id", "state", "nodes", failed_node)
-        .filter(is_cand)
-        .join(evidence, on="row_id", how="left", maintain_order="left")
+    slim = cand.select("row_id", "state", "nodes", failed_node).join(
+        evidence, on="row_id", how="left", maintain_order="left"
     )
     is_nf = pl.col("state") == "NODE_FAIL"
     single_node = pl.col("nodes").list.len() == 1
@@ -334,15 +330,8 @@ def attribute_prepared(
         pl.when(is_cand).then(is_cand.cum_sum() - 1).cast(pl.UInt32).alias("_at")
     ).to_series()
     new = changed.select(pl.all().gather(at)).with_columns(pl.col("infra_failure").fill_null(False))
-    if "failed_node" not in base.columns:
-        new = new.with_columns(pl.lit("").alias("failed_node"))
-    new = new.select(
-        "cause",
-        "blamed_nodes",
-        "attribution_source",
-        *([] if "failed_node" in base.columns else ["failed_node"]),
-        "infra_failure",
-    )
+    if "failed_node" not in base.columns:  # the table gains it, "" (as before the gather)
+        new = new.select(pl.exclude("infra_failure"), failed_node, "infra_failure")
     out = base.hstack([chunked_like(c, base) for c in new.get_columns()])
     return out if out.get_column("row_id").is_sorted() else out.sort("row_id")
 
