@@ -16,6 +16,9 @@ per-second rates by the detector (:func:`aegis_slurm.metrics.detect.to_rates`).
   one GPU's NVLink at half its peers' rate is half a job level off, not 0.05 of 300 GB/s;
 * ``"xid"``: the last Xid, read as 1 for a hardware fault's code and 0 otherwise;
 * ``"devices"``: a count of a node's devices; one fewer than its peers' is a full-scale outlier;
+* ``"decades"``: a share that spans decades between healthy and faulty (the time a NIC holds
+  its link paused): logarithmic from ``lo`` (0) to ``hi`` (1), so a node at ten times its
+  peers' share is as far from them on a quiet fabric as on a busy one;
 * ``"events"``: a sparse error counter (replays, link-down events): evidence on an absolute,
   logarithmic scale — any sustained error rate where the peers have none is an outlier, whatever
   the range; its magnitude counts by decades.
@@ -35,7 +38,7 @@ class MetricSpec:
     agg: str  # per node over GPUs / devices / ports: "min" | "max" | "sum" | "avg" | "count"
     lo: float | None = None
     hi: float | None = None
-    scale: str = "physical"  # "physical" | "job" | "events" (see the module's docstring)
+    scale: str = "physical"  # "physical" | "job" | "events" | "decades" | ... (module docstring)
     #: a metric derived in PromQL from an exporter's series (``None``: the series itself):
     #: ``(exporter metric, PromQL over {sel} = that metric's selector for the job's nodes)``
     derived: tuple[str, str] | None = None
@@ -69,6 +72,38 @@ LINK_RATE = "node_infiniband_rate_bytes_per_second"
 
 #: How many IB ports a node's node_exporter reports (a NIC the OS lost loses its series).
 PORT_COUNT = "instance:node_infiniband_port_data_received_bytes:count_port"
+
+#: The pause a node's Ethernet NICs send (PFC per priority, or 802.3x global pause): mlx5's
+#: ``tx_prio<p>_pause_duration`` / ``tx_global_pause_duration`` (microseconds of pause
+#: transmitted; Linux mlx5 counters.rst), as node_exporter's ethtool collector names them
+#: (``tx`` becomes ``transmitted``).  A PromQL name pattern: which priorities carry PFC is the
+#: site's choice, and only the enabled ones have the counter (en_stats.c).
+PAUSE_DURATION_SERIES = "node_ethtool_transmitted_(prio[0-7]|global)_pause_duration"
+
+#: Microseconds per second a node's NICs hold their links paused, summed over NICs and
+#: priorities (a recording-rule style name for the ``sum by (instance) (rate(...))``).
+PAUSE_SENT = "instance:node_ethtool_transmitted_pause_duration:rate_sum"
+
+#: ``rate()`` of every series a name pattern matches.  ``rate`` drops the metric name, and two
+#: series of one NIC that differ only in it (priority 3 and global) would then collide ("vector
+#: cannot contain metrics with the same labelset"): the name is kept as a label first, which
+#: takes a subquery at the query's step (``label_replace`` reads instant vectors only).
+_RATE_PER_NAME = 'rate(label_replace({sel}, "stat", "$1", "__name__", "(.+)")[{range}s:{step}s])'
+
+#: A metric name as Prometheus spells one; any other ``derived`` source is a name pattern.
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def is_name_pattern(source: str) -> bool:
+    """Whether a derived metric's exporter series are named by a pattern (matched whole, as
+    PromQL's ``__name__=~`` does) rather than by one name."""
+    return _METRIC_NAME.fullmatch(source) is None
+
+
+def source_matches(source: str, name: str) -> bool:
+    """Whether the exporter series ``name`` is one a derived metric's ``source`` reads."""
+    return re.fullmatch(source, name) is not None if is_name_pattern(source) else source == name
+
 
 #: dcgm-exporter's NVLink error counters (DCGM fields 409, 419, 429, 439), opt-in in its CSV.
 NVLINK_ERROR_COUNTERS = (
@@ -201,6 +236,36 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # every DCGM blank); a node without it is not judged on it.  Range: HBM3/HBM3e's
     # operating range tops out around 105 degC
     MetricSpec("DCGM_FI_DEV_MEMORY_TEMP", "dcgm", "gauge", "max", 20, 110),
+    # the share of time the node's NICs pause their links (PFC or global pause), in us/s: a NIC
+    # that sends pause cannot absorb what the network delivers -- its host side is behind
+    # (mlx5 counters.rst: "the adapter is congested"), the node's own state, where the pause
+    # it *receives* and IB's PortXmitWait are the network's.  A NIC whose receive path
+    # stalls pauses its link without end (a PFC storm) and the whole job waits on it.
+    # Scale: decades from 10 us/s (a thousandth of a percent of the link's time: nothing) to
+    # one NIC paused the whole second.  ethtool statistics are untyped in
+    # node_exporter (its ethtool collector is off by default: ``--collector.ethtool``)
+    MetricSpec(
+        PAUSE_SENT,
+        "node",
+        "gauge",
+        "sum",
+        10,
+        1e6,
+        "decades",
+        derived=(PAUSE_DURATION_SERIES, _RATE_PER_NAME),
+    ),
+    # mlx5's PFC stall prevention: the NIC paused for longer than its timeout (8 s by
+    # default), stopped sending pause and may drop ("Error" in counters.rst); sparse, so on
+    # the events scale with link-down's range
+    MetricSpec(
+        "node_ethtool_transmitted_pause_storm_error_events",
+        "node",
+        "counter",
+        "sum",
+        0,
+        0.05,
+        "events",
+    ),
     # Ethernet/RoCE sites (no infiniband collector) see their links only here.  How many of
     # the node's physical interfaces are up (operstate): a NIC that drops is one fewer, as a
     # vanished IB port is (node_exporter: "Value is 1 if operstate is 'up', 0 otherwise")

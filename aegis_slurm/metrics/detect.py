@@ -308,9 +308,13 @@ def reference_offsets(
     span: float,
     since: np.ndarray | None = None,
     steady: np.ndarray | None = None,
+    best: str | None = None,
 ) -> tuple[np.ndarray, float]:
     """Each node's median offset from its peers' median over ``[start, start + span)``; and the
     peers' level there (the median of their median), which :func:`corrected` needs for gains.
+
+    ``best`` (``"max"`` | ``"min"``): the node's *best* offset in the span instead of its
+    median, for a state that only a fault moves, one way (:func:`reference_statistic`).
 
     ``steady`` (per time step, :func:`steady_steps`): only steps at which the job runs at its
     typical level count — the tail of a warm-up (everyone waiting in NCCL for a late starter)
@@ -331,9 +335,29 @@ def reference_offsets(
         return off, float("nan")
     med = peer_median(X[:, cols])
     D = np.where(ref[:, cols], X[:, cols] - med[None, :], np.nan)
+    stat = np.nanmedian
+    if best in ("max", "min") and D.shape[1] > 1:
+        # a value counts once held for two samples running: one scrape that saw a device
+        # twice is not the node's normal (NaN propagates: a pair with a gap is no pair)
+        pair = np.minimum if best == "max" else np.maximum
+        D = pair(D[:, :-1], D[:, 1:])
+        stat = np.nanmax if best == "max" else np.nanmin
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmedian(D, axis=1), float(np.nanmedian(med))
+        return stat(D, axis=1), float(np.nanmedian(med))
+
+
+def reference_statistic(metric: str, p: Params) -> str | None:
+    """How a node's normal is read from its reference span: its median offset (None), or, for
+    a state only a fault moves and only one way, its best -- the most devices it reported
+    (``"devices"``: a GPU off the bus does not come back) and the least hardware Xid
+    (``"xid"``).  A GPU lost three minutes into a five-minute span would otherwise be most of
+    the span and the node's "normal" (corpus v6, seen: a GPU lost 2 minutes after the
+    warm-up); a node already short of a device, or holding a stale hardware Xid, when the span
+    opens is still its own normal."""
+    if not p.scales:
+        return None
+    return {"devices": "max", "xid": "min"}.get(spec_for(metric).scale)
 
 
 def steady_steps(X: np.ndarray, lo: float | None) -> np.ndarray:
@@ -418,6 +442,26 @@ def event_scale(R: np.ndarray, window: float, hi: float) -> np.ndarray:
         out = np.where(np.greater(R * window, k + 0.5), lv, 0.0)
     out[np.isnan(R)] = np.nan
     return out
+
+
+def decades(X: np.ndarray, floor: float, top: float) -> np.ndarray:
+    """A share on a logarithmic scale in [0, 1]: 0 at or below ``floor``, 1 at ``top``, equal
+    steps per decade between (catalog scale ``"decades"``).
+
+    A NIC pausing its link spans decades between healthy and broken (microseconds a second
+    on a quiet fabric, a few percent on a busy one, the whole second in a storm); how many
+    *times* a node's share is its peers' is the comparison that holds across fabrics, where a
+    linear range would squash every healthy level to 0.  NaN stays NaN.
+    """
+    with np.errstate(all="ignore"):
+        return np.clip(np.log10(np.maximum(X, floor) / floor) / np.log10(top / floor), 0.0, 1.0)
+
+
+def floor_of(metric: str, p: Params) -> float | None:
+    """The metric's floor in the units :func:`series` returns (0 on the ``"decades"`` scale,
+    where the catalog's ``lo`` is the floor of the raw share)."""
+    spec = spec_for(metric)
+    return 0.0 if p.scales and spec.scale == "decades" else spec.lo
 
 
 def burst_mask(counts: np.ndarray, span: float, alpha: float, step: float) -> np.ndarray:
@@ -600,7 +644,10 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
             counts = to_rates(raw, aligned.step, span) * span
             burst = burst_mask(counts, span, p.burst_alpha, aligned.step)
             X = np.where(burst | np.isnan(X), X, 0.0)  # an absence stays an absence
-    return denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
+    X = denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
+    if p.scales and spec.scale == "decades" and spec.lo and spec.hi:
+        X = decades(X, spec.lo, spec.hi)
+    return X
 
 
 def zero_count(aligned: Aligned, metric: str) -> np.ndarray:
@@ -621,6 +668,8 @@ def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
     spec = spec_for(metric)
     if p.scales and spec.scale == "devices":
         return device_loss(X)
+    if p.scales and spec.scale == "decades":  # already in [0, 1] (:func:`series`)
+        return normalise(X, 0.0, 1.0)
     if not p.physical_range:
         return normalise(X)
     if p.scales and spec.scale == "events" and spec.hi is not None:
@@ -664,7 +713,7 @@ def node_reference(
     dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, 0)
     steady = None
     if p.steady and not (p.scales and spec_for(metric).scale == "events"):
-        steady = steady_steps(X, spec_for(metric).lo)
+        steady = steady_steps(X, floor_of(metric, p))
     # a late starter may match its peers only after the span: it joins up to ``join_until``
     until = start + span if join_until is None else max(start + span, join_until)
     inside = (times >= start) & (times < until)
@@ -674,7 +723,8 @@ def node_reference(
     joined[~np.isfinite(joined)] = start
     if late is not None:  # its own warm-up: it loads, then the job re-forms around it
         joined = np.where(np.isfinite(late), np.maximum(joined, late + p.warmup), joined)
-    return reference_offsets(X, times, start, span, joined, steady), joined
+    best = reference_statistic(metric, p)
+    return reference_offsets(X, times, start, span, joined, steady, best), joined
 
 
 def prepare(
@@ -709,7 +759,7 @@ def prepare(
     spec = spec_for(metric)
     if ref is None or (p.scales and spec.scale == "events" and not p.event_reference):
         return [scale(X, metric, p)], since
-    lo = spec.lo if p.gain and (spec.scale != "events" or not p.scales) else None
+    lo = floor_of(metric, p) if p.gain and (spec.scale != "events" or not p.scales) else None
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from aegis_slurm.errors import ConfigError, ServiceError
-from aegis_slurm.metrics.catalog import MetricSpec
+from aegis_slurm.metrics.catalog import MetricSpec, is_name_pattern
 
 
 @dataclass(frozen=True)
@@ -161,12 +161,18 @@ def query_expr(spec: MetricSpec, label: str, values: list[str], lookback: float)
     devices = ""
     if spec.exclude_devices:
         devices = ',device!~"' + spec.exclude_devices.replace("\\", "\\\\") + '"'
-    matcher = f'{{{label}=~"{alt}"{devices}}}'
+    matchers = f'{label}=~"{alt}"{devices}'
+    matcher = f"{{{matchers}}}"
     if spec.derived is not None:
         source, expr = spec.derived
+        sel = source + matcher
+        if is_name_pattern(source):  # the series a name pattern matches (anchored, RE2)
+            pattern = source.replace("\\", "\\\\").replace('"', '\\"')
+            sel = f'{{__name__=~"{pattern}",{matchers}}}'
         # a rate over at least 4 scrapes (``lookback`` is 1.5 steps), and at least a minute
         rng = max(60, round(4 * lookback / 1.5))
-        inner = expr.format(sel=source + matcher, range=rng, lookback=max(int(lookback), 1))
+        step = max(round(lookback / 1.5), 1)
+        inner = expr.format(sel=sel, range=rng, lookback=max(int(lookback), 1), step=step)
         return f"{spec.agg} by ({label}) ({inner})"
     sel = spec.name + matcher
     return f"{spec.agg} by ({label}) (last_over_time({sel}[{max(int(lookback), 1)}s]))"

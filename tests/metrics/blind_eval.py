@@ -22,7 +22,12 @@ from typing import Any
 import polars as pl
 
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import DEFAULT_METRICS, NVLINK_RATE_FIELD, spec_for
+from aegis_slurm.metrics.catalog import (
+    DEFAULT_METRICS,
+    NVLINK_RATE_FIELD,
+    is_name_pattern,
+    spec_for,
+)
 from aegis_slurm.metrics.detect import Params, detect, lambda_2delta, zscore_baseline
 from aegis_slurm.metrics.evaluate import Score
 from aegis_slurm.metrics.priority import default_priority
@@ -86,7 +91,12 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
         if spec.derived is None:
             continue
         source, expr = spec.derived
-        series = raw.filter(pl.col("metric") == source)
+        if is_name_pattern(source):  # each matching series is its own (name, device) counter
+            series = raw.filter(
+                pl.col("metric").cast(pl.String).str.contains(f"^(?:{source})$")
+            ).with_columns(device=pl.format("{}/{}", "metric", "device"))
+        else:
+            series = raw.filter(pl.col("metric") == source)
         if spec.agg == "count" and expr == "{sel}":  # count by (node) (series): devices reporting
             frames.append(
                 series.group_by("node", "time")

@@ -13,6 +13,9 @@ from aegis_slurm.metrics.catalog import (
     NVLINK_ERROR_COUNTERS,
     NVLINK_MIN,
     NVLINK_RATE_FIELD,
+    PAUSE_SENT,
+    is_name_pattern,
+    source_matches,
     spec_for,
 )
 from aegis_slurm.metrics.priority import default_priority
@@ -110,9 +113,12 @@ def test_derived_metrics_read_a_shipped_series() -> None:
     # (a rate of a counter; DCGM's NVLink bandwidth, a rate the CSV calls a counter, is read
     # as it is); the device counts count a shipped per-device series (any type)
     derived = [m for m in DEFAULT_METRICS if m.derived is not None]
-    assert len(derived) == 4
+    assert len(derived) == 5
     for m in derived:
         source, expr = m.derived
+        if is_name_pattern(source):  # the NICs' pause: see the test below
+            assert m.name == PAUSE_SENT and expr.startswith("rate(")
+            continue
         shipped = dcgm_types() if m.source == "dcgm" else node_types()
         if m.agg == "count":
             assert source in shipped and expr == "{sel}" and m.scale == "devices", m.name
@@ -168,3 +174,36 @@ def test_counter_names_are_read_case_deliberately() -> None:
 def test_hardware_xids_exclude_the_application_codes() -> None:
     assert {48, 74, 79, 94}.issubset(HARDWARE_XIDS)
     assert not {13, 31, 43, 45} & HARDWARE_XIDS
+
+
+def node_exporter_ethtool_name(stat: str) -> str:
+    """node_exporter's ethtool collector's name for a driver statistic (PROVENANCE.md):
+    lower-cased, sanitised, ``rx``/``tx`` as a whole word spelt out."""
+    import re
+
+    name = re.sub(r"[^a-zA-Z0-9_:]", "_", stat).lower().lstrip("_")
+    name = re.sub(r"(^|_)rx(_|$)", r"\1received\2", name)
+    name = re.sub(r"(^|_)tx(_|$)", r"\1transmitted\2", name)
+    return "node_ethtool_" + name
+
+
+def test_the_pause_a_nic_sends_reads_mlx5s_own_counters() -> None:
+    stats = [
+        line.strip()
+        for line in (FIX / "mlx5-ethtool-pfc-stat-names.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    names = [node_exporter_ethtool_name(s) for s in stats]
+    source, _ = BY_NAME[PAUSE_SENT].derived
+    read = {n for n in names if source_matches(source, n)}
+    # the pause *sent*, per PFC priority and global; never the pause received (the network's
+    # congestion), nor pause counts, transitions or traffic
+    assert read == {
+        "node_ethtool_transmitted_prio3_pause_duration",
+        "node_ethtool_transmitted_global_pause_duration",
+    }
+    assert "node_ethtool_transmitted_pause_storm_error_events" in names
+    assert "node_ethtool_transmitted_pause_storm_error_events" in BY_NAME
+    # a plain name is matched as itself, never as a pattern
+    assert not is_name_pattern("node_load1") and source_matches("node_load1", "node_load1")
+    assert not source_matches("node_load1", "node_load15")

@@ -11,7 +11,12 @@ import polars as pl
 import pytest
 
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import DEFAULT_METRICS, NVLINK_ERROR_COUNTERS, spec_for
+from aegis_slurm.metrics.catalog import (
+    DEFAULT_METRICS,
+    NVLINK_ERROR_COUNTERS,
+    PAUSE_DURATION_SERIES,
+    spec_for,
+)
 
 from . import corpus_v2 as c
 
@@ -22,6 +27,9 @@ NOT_IN_V2 = {
     "node_network_carrier_changes_total",
     "node_network_receive_errs_total",
     *NVLINK_ERROR_COUNTERS,
+    # round 7: an Ethernet NIC's pause (mlx5 ethtool statistics); v2's sites are InfiniBand
+    PAUSE_DURATION_SERIES,
+    "node_ethtool_transmitted_pause_storm_error_events",
 }
 SHIPPED = (
     Path(__file__).parent.parent / "fixtures" / "metrics" / "dcgm-exporter-default-counters.csv"

@@ -339,3 +339,61 @@ def test_peer_median_is_nanmedian_over_the_nodes() -> None:
             warnings.simplefilter("ignore", RuntimeWarning)
             want = np.nanmedian(X, axis=0)
         assert np.array_equal(peer_median(X), want, equal_nan=True)
+
+
+def test_decades_scale_counts_times_the_peers_not_microseconds() -> None:
+    from aegis_slurm.metrics.detect import decades
+
+    share = np.array([[5.0, 10.0, 100.0, 1e4, 1e6, 4e6, np.nan]])
+    got = decades(share, 10.0, 1e6)
+    assert got[0, :6].tolist() == pytest.approx([0.0, 0.0, 0.2, 0.6, 1.0, 1.0])
+    assert np.isnan(got[0, 6])
+
+
+def _pause_job(base: float, culprit: float, nodes: int = 12, onset: int = 100) -> list:
+    """Microseconds of pause per second the NICs of ``nodes`` machines send (a rate, as the
+    PromQL hands it over), one node from ``onset`` at ``culprit`` its peers' share."""
+    from aegis_slurm.metrics.align import Aligned
+    from aegis_slurm.metrics.catalog import PAUSE_SENT
+
+    rng = np.random.default_rng(5)
+    times = 1e9 + 15.0 * np.arange(200)  # 50 min
+    X = base * rng.lognormal(0.0, 0.3, (nodes, times.size))  # bursty, as pause is
+    X[3, onset:] *= culprit
+    a = Aligned(times, [f"n{i}" for i in range(nodes)], {PAUSE_SENT: X}, 15.0)
+    return detect(a, [PAUSE_SENT], Params()).faulty
+
+
+def test_a_nic_pausing_its_link_ten_times_its_peers_share_is_found() -> None:
+    # a busy RoCE fabric where every NIC pauses 1 % of the time, one NIC 10 %; and a quiet one
+    # (20 us/s), where one NIC pauses 3 % (a slow receive path) -- the same decade rule
+    for base, factor in ((1e4, 10.0), (20.0, 1500.0)):
+        (f,) = _pause_job(base, factor)
+        assert f.node == "n3" and f.first_detected >= 1e9 + 15.0 * 100
+
+
+def test_pause_within_a_few_times_the_peers_or_job_wide_stays_quiet() -> None:
+    assert _pause_job(1e4, 2.5) == []  # 2.5x on a busy fabric: congestion, not a fault
+    assert _pause_job(1.0, 5.0) == []  # under 10 us/s: nothing whatever the ratio
+
+
+def test_a_device_lost_inside_the_reference_span_is_not_the_nodes_normal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+
+    from aegis_slurm.metrics.align import Aligned
+    from aegis_slurm.metrics.catalog import GPU_COUNT
+
+    times = 1e9 + 15.0 * np.arange(160)  # 40 min; warm-up 5 min, reference span 5-10 min
+    X = np.full((10, times.size), 8.0)
+    X[2, 28:] = 7  # a GPU off the bus at minute 7: 3 of the span's 5 minutes
+    X[5, :] = 7  # a GPU out for repair since before the job: the node's own normal
+    X[8, 30] = 16  # one scrape that saw every GPU twice: not a normal of 16 GPUs
+    a = Aligned(times, [f"n{i}" for i in range(10)], {GPU_COUNT: X}, 15.0)
+    (f,) = detect(a, [GPU_COUNT], Params()).faulty
+    assert f.node == "n2" and f.first_detected >= times[28]
+    # the span's median (before round 7) took the lost GPU for the node's normal
+    module = importlib.import_module("aegis_slurm.metrics.detect")
+    monkeypatch.setattr(module, "reference_statistic", lambda metric, p: None)
+    assert detect(a, [GPU_COUNT], Params()).faulty == []

@@ -154,3 +154,57 @@ def test_the_lowest_port_rate_shows_one_port_down(tmp_path: Path) -> None:
     late = al.times >= t0 + 420  # two minutes after hostC's port 2 stopped
     assert np.allclose(low[a, late], 1e9, rtol=0.05)
     assert np.allclose(low[c, late], 0.0, atol=1e6)
+
+
+def test_the_pause_a_nic_sends_is_summed_over_its_priorities_and_nics(tmp_path: Path) -> None:
+    # mlx5's PFC statistics (the driver's own names, PROVENANCE.md) as node_exporter's ethtool
+    # collector exposes them (untyped), two NICs on each of three hosts: every NIC pauses its
+    # link 100 us/s on priority 3 and 10 us/s globally and *receives* 400,000 us/s of pause (a
+    # congested network: not the node's doing); hostC's second NIC starts pausing 60 % of the
+    # time after 5 minutes.  The derived series reads the pause sent, whatever the priority.
+    import shutil
+
+    from aegis_slurm.metrics.catalog import PAUSE_SENT
+
+    from .test_catalog import node_exporter_ethtool_name
+
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
+    stats = (FIX / "mlx5-ethtool-pfc-stat-names.txt").read_text().splitlines()
+    rates = {"tx_prio3_pause_duration": 100.0, "tx_global_pause_duration": 10.0}
+    rates["rx_prio3_pause_duration"] = 4e5
+    assert set(rates) <= set(stats)
+    t0 = (time.time() // 3600 - 2) * 3600
+    out = []
+    for stat, rate in rates.items():
+        name = node_exporter_ethtool_name(stat)
+        out.append(f"# TYPE {name} unknown")
+        for host in ("hostA", "hostB", "hostC"):
+            for nic in ("ens20np0", "ens21np0"):
+                storm = host == "hostC" and nic == "ens21np0" and stat.startswith("tx_prio3")
+                v = 0.0
+                for k in range(41):
+                    lab = f'{name}{{device="{nic}",instance="{host}:9100"}}'
+                    out.append(f"{lab} {v!r} {t0 + 15 * k:.3f}")
+                    v += 15 * (6e5 if storm and k >= 20 else rate)
+    (tmp_path / "in.om").write_text("\n".join(out) + "\n# EOF\n")
+    argv = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
+    subprocess.run(
+        [*argv, str(tmp_path / "in.om"), str(tmp_path / "data")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    proc, url = start_prometheus(tmp_path / "data", tmp_path)
+    try:
+        nodes = ["hostA", "hostB", "hostC"]
+        df = fetch_job(PromConfig(url), nodes, t0 + 60, t0 + 600, [spec_for(PAUSE_SENT)])
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    al = align(df, step=15.0)
+    sent = al.data[PAUSE_SENT]
+    a, c = al.nodes.index("hostA"), al.nodes.index("hostC")
+    late = al.times >= t0 + 420  # two minutes after hostC's NIC began pausing
+    assert np.allclose(sent[a], 2 * (100.0 + 10.0), rtol=0.01)  # 2 NICs x (PFC + global)
+    assert np.allclose(sent[c, late], 6e5 + 100.0 + 3 * 10.0, rtol=0.01)
