@@ -147,7 +147,10 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "DCGM_FI_PROF_NVLINK_TX_BYTES", "dcgm", "gauge", "min", 0, 300e9, "job", evidence="coupled"
     ),
-    MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 0, 50, "events"),
+    # floor: NVIDIA's DCGM health watch warns above 8 replays a minute ("the maximum
+    # recommended by RM", DCGM_LIMIT_MAX_PCIREPLAY_RATE); a GPU that replays now and then
+    # (every few minutes, for hours) is within it -- here on the node's sum over its GPUs
+    MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 8 / 60, 50, "events"),
     # in dcgm-exporter's default counters (DCGM_FI_PROF_NVLINK_TX_BYTES is not): the slowest
     # GPU's NVLink rate.  The field *is* a rate (MiB/s, TX + RX) although the CSV types it
     # "counter": DCGM differences NVML's cumulative KiB counters itself and divides by the time
@@ -225,8 +228,11 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # shows here (flow-control and data CRC errors, link-level retries, recoveries) while its
     # throughput only looks like the job's; sparse benign counts are what the burst test is
     # for.  The range sets where the log scale's full scale starts (a decade above 10/s).
+    # floor: DCGM's health watch counts NVLink CRC errors only from 100 a second ("RM has
+    # informed us that CRC errors only matter at rates of 100+ per second",
+    # DCGM_LIMIT_MAX_NVLINK_CRC_ERROR); replay and recovery errors from the first
     *(
-        MetricSpec(name, "dcgm", "counter", "sum", 0, 100, "events")
+        MetricSpec(name, "dcgm", "counter", "sum", 100.0 if "_CRC_" in name else 0, 100, "events")
         for name in NVLINK_ERROR_COUNTERS
     ),
     # the hottest GPU memory (HBM) of the node, DCGM field 252 (in dcgm-exporter's default
@@ -264,6 +270,36 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "sum",
         0,
         0.05,
+        "events",
+    ),
+    # the PCIe link each GPU trained at (DCGM fields 238 and 237, "PCIe Current Link Width" /
+    # "Generation"; not in dcgm-exporter's default CSV: a site lists them), the node's
+    # narrowest and slowest: a GPU whose link retrained at x8 or Gen1 carries on without an
+    # error while the whole job waits on its transfers (NHC and gpud read the same at boot).
+    # A GPU idling lowers its generation (power saving), as all do in a checkpoint and an idle
+    # GPU by design does all along (its own normal); the width holds
+    MetricSpec("DCGM_FI_DEV_PCIE_LINK_WIDTH", "dcgm", "gauge", "min", 0, 16),
+    MetricSpec("DCGM_FI_DEV_PCIE_LINK_GEN", "dcgm", "gauge", "min", 0, 6),
+    # the host's memory (node_exporter's edac collector, on by default, per memory controller
+    # summed): corrected errors arriving in a burst are a DIMM failing (the kernel calls 15
+    # CMCIs a second a storm and stops listening), uncorrected ones the machine's memory lost
+    MetricSpec("node_edac_correctable_errors_total", "node", "counter", "sum", 0, 100, "events"),
+    MetricSpec("node_edac_uncorrectable_errors_total", "node", "counter", "sum", 0, 0.05, "events"),
+    # packets the kernel dropped because a CPU's input backlog was full (softnet_stat, per CPU
+    # summed): the host cannot take in what its NICs deliver (IRQs collapsed onto one CPU, a
+    # softirq storm) -- its own state; NCCL over TCP sockets loses throughput to it
+    MetricSpec("node_softnet_dropped_total", "node", "counter", "sum", 0, 1e4, "events"),
+    # RDMA packets an HCA received out of sequence (mlx5 hw_counters, node_exporter >= 1.11):
+    # on a lossless fabric none; a port whose PFC/trust configuration was lost drops at its own
+    # last hop and receives the gaps (go-back-N) -- the receiving machine's link, where the
+    # NAKs its peers receive (packet_sequence_errors) are the job's shared symptom
+    MetricSpec(
+        "node_infiniband_out_of_sequence_packets_received_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        1e5,
         "events",
     ),
     # Ethernet/RoCE sites (no infiniband collector) see their links only here.  How many of

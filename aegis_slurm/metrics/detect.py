@@ -99,6 +99,20 @@ class Params:
     # restarting) is neither near the peers nor far from them (:func:`peer_deviation`,
     # :func:`window_distance`); False: any absence is evidence
     machine_absence: bool = True
+    # a window counts toward the continuity only while the node's own step in it is still far
+    # from its peers (or unmeasured: a lost scrape neither extends nor breaks a run).  The
+    # trailing window keeps a blip in its RMS for ``window`` seconds after it ended, so a
+    # 3.4-minute stall made 4.4 minutes of candidate windows and passed the 4-minute
+    # continuity (corpus v7, seen: a node stalling for less than the continuity was called
+    # faulty).  Not on the events scale: an error rate is already a trailing window, which
+    # ``event_continuity`` accounts for, and a flapping link's rate flickers step to step
+    # (corpus v2, seen: a flapping AOC cable lost).  False: as before
+    step_support: bool = True
+    # an error rate at or under the catalog's floor (``lo``: NVIDIA DCGM's health limits, more
+    # than 8 PCIe replays a minute, NVLink CRC errors from 100 a second) is no evidence
+    # (:func:`event_scale`; corpus v7, seen: healthy nodes called faulty on three replays in
+    # four minutes); False: any rate over the peers' background counts
+    event_floors: bool = True
 
 
 @dataclass(frozen=True)
@@ -424,7 +438,7 @@ def background_events(R: np.ndarray, window: float, p: float = 0.99) -> float:
     return float(poisson.ppf(p, lam * window))
 
 
-def event_scale(R: np.ndarray, window: float, hi: float) -> np.ndarray:
+def event_scale(R: np.ndarray, window: float, hi: float, floor: float = 0.0) -> np.ndarray:
     """An error counter's rate on an absolute, logarithmic scale in [0, 1].
 
     0 without more events in the rate window than the peers' background explains
@@ -433,13 +447,17 @@ def event_scale(R: np.ndarray, window: float, hi: float) -> np.ndarray:
     any sustained rate is then an outlier (0.5 is far above the threshold), a single benign
     increment lasts only ``window`` (under the continuity), and a node with 100x its peers' error
     rate stands out where a Min-Max scale over 0..``hi`` would squash both near 0.
+
+    ``floor``: a rate the hardware's maker calls harmless is no evidence, whatever the peers
+    (catalog ``lo``: NVIDIA's DCGM health limits -- more than 8 PCIe replays a minute, NVLink
+    CRC errors at 100 a second and more).
     """
     r0 = 1.0 / window
     top = max(np.log10(max(hi, r0 * 10) / r0), 1.0)
     k = background_events(R, window)
     with np.errstate(all="ignore"):
         lv = 0.5 + 0.5 * np.clip(np.log10(np.maximum(R, r0) / r0) / top, 0, 1)
-        out = np.where(np.greater(R * window, k + 0.5), lv, 0.0)
+        out = np.where(np.greater(R * window, k + 0.5) & np.greater(R, floor), lv, 0.0)
     out[np.isnan(R)] = np.nan
     return out
 
@@ -673,7 +691,7 @@ def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
     if not p.physical_range:
         return normalise(X)
     if p.scales and spec.scale == "events" and spec.hi is not None:
-        return event_scale(X, p.rate_window, spec.hi)
+        return event_scale(X, p.rate_window, spec.hi, (spec.lo or 0.0) if p.event_floors else 0.0)
     hi = spec.hi
     if p.scales and spec.scale == "job" and hi is not None:
         level = job_level(X)
@@ -827,6 +845,8 @@ def _detect_metric(
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
     c = candidates(dist, p.threshold, p.max_share)
+    if p.step_support and not (p.scales and spec_for(metric).scale == "events"):
+        c &= ~(dev <= p.threshold**2)  # the step itself still far (or unmeasured): see Params
     k = event_steps(metric, p, step)
     first = continuity(c, k)
     out = []

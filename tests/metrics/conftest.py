@@ -54,6 +54,17 @@ EXTRA = {
     # HBM temperature, per GPU as dcgm-exporter serves it (its README's sample has the family
     # and a blank reading of it: tests/fixtures/metrics/dcgm-exporter-readme-metrics.txt)
     "DCGM_FI_DEV_MEMORY_TEMP": 71.0,
+    # rounds 7-8: a NIC's pause sent (mlx5 via the ethtool collector, read by name pattern),
+    # PFC stall events, host memory errors, softnet drops, RDMA out-of-sequence packets, and
+    # the GPUs' PCIe link
+    "node_ethtool_transmitted_prio3_pause_duration": 1e6,
+    "node_ethtool_transmitted_pause_storm_error_events": 0.0,
+    "node_edac_correctable_errors_total": 3.0,
+    "node_edac_uncorrectable_errors_total": 0.0,
+    "node_softnet_dropped_total": 41.0,
+    "node_infiniband_out_of_sequence_packets_received_total": 0.0,
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": 16.0,
+    "DCGM_FI_DEV_PCIE_LINK_GEN": 5.0,
 }
 
 

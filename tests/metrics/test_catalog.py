@@ -25,7 +25,12 @@ NVLINK_BW = "DCGM_FI_DEV_NVLINK_BANDWIDTH_"  # rate-valued fields the CSV types 
 
 #: a DCGM profiling field dcgm-exporter serves when a site lists it in its counters CSV; it is
 #: not in the shipped default-counters.csv (the issue names it; DCGM field id 1011)
-NOT_IN_DEFAULT_CSV = {"DCGM_FI_PROF_NVLINK_TX_BYTES"}
+NOT_IN_DEFAULT_CSV = {
+    "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    # the PCIe link's current width and generation (DCGM fields 238, 237): PROVENANCE.md
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+    "DCGM_FI_DEV_PCIE_LINK_GEN",
+}
 
 
 def dcgm_types() -> dict[str, str]:
@@ -72,8 +77,16 @@ def test_node_exporter_metrics_exist_with_the_same_type() -> None:
     for m in DEFAULT_METRICS:
         if m.source == "node" and m.name in shipped:
             assert shipped[m.name] == m.kind, m.name
+    # mlx5's hw_counters (node_exporter >= 1.11): counters, per its collector's source
+    hw = (FIX / "node-exporter-infiniband-hw-counters.txt").read_text()
+    for m in DEFAULT_METRICS:
+        short = m.name.removeprefix("node_infiniband_")
+        if m.name.startswith("node_infiniband") and m.name not in shipped:
+            assert f'pushCounter(ch, "{short}"' in hw and m.kind == "counter", m.name
     ib = [m.name for m in DEFAULT_METRICS if m.name.startswith("node_infiniband")]
-    assert ib and all(n in shipped for n in ib)
+    assert ib and all(n in shipped or n.removeprefix("node_infiniband_") in hw for n in ib)
+    for name in ("node_edac_correctable_errors_total", "node_softnet_dropped_total"):
+        assert shipped[name] == BY_NAME[name].kind == "counter"
     ethernet = [m.name for m in DEFAULT_METRICS if m.name.startswith("node_network")]
     assert len(ethernet) == 3 and all(n in shipped for n in ethernet)
 

@@ -30,6 +30,13 @@ NOT_IN_V2 = {
     # round 7: an Ethernet NIC's pause (mlx5 ethtool statistics); v2's sites are InfiniBand
     PAUSE_DURATION_SERIES,
     "node_ethtool_transmitted_pause_storm_error_events",
+    # round 8: the PCIe link, host memory errors, softnet drops, RDMA out-of-sequence packets
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+    "DCGM_FI_DEV_PCIE_LINK_GEN",
+    "node_edac_correctable_errors_total",
+    "node_edac_uncorrectable_errors_total",
+    "node_softnet_dropped_total",
+    "node_infiniband_out_of_sequence_packets_received_total",
 }
 SHIPPED = (
     Path(__file__).parent.parent / "fixtures" / "metrics" / "dcgm-exporter-default-counters.csv"

@@ -36,7 +36,10 @@ def test_minder_against_the_naive_rules_on_corpus_v6(
 #: Round 6 (session 8, designed on v6: seen, not blind): Minder 1.000 / 0.797 (55 of 69) /
 #: 4.0 min, 0 of 60 healthy jobs alarmed (a run of lost scrapes is missing data; HBM
 #: temperature).  Still missed: ib_xmit_wait_congestion 8, roce_pfc_pause_storm 5, xid79 1.
-FLOOR = {"minder": (0.95, 0.77, 5.0)}
+#: Rounds 7-8 (session 9; round 7 designed on v6, round 8 on v7): 1.000 / 0.884 (61 of 69) /
+#: 3.9 min, 0 of 60 -- the 5 PFC storms on the pause their NIC sends, v6-064 on the GPU count
+#: read against the node's best held state.  Still missed: ib_xmit_wait_congestion 8.
+FLOOR = {"minder": (0.95, 0.86, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v6_eval
     import sys

@@ -36,7 +36,11 @@ def test_minder_against_the_naive_rules_on_corpus_v7(
 #: roce_pfc_misconfig 4; false: transient_dip (GPU utilisation) 1, PCIe replays in
 #: straggler_launch 1 and uniform_training 1.  152-158 s, 0.92-0.98 GB.
 #: v7 is seen from here on.  Floors a little under: precision, recall, median delay (min).
-FLOOR = {"minder": (0.92, 0.72, 5.0)}
+#: Round 8 (session 9, designed on v7: seen, not blind): 1.000 / 1.000 (64 of 64) / 4.5 min,
+#: 0 of 59 healthy jobs alarmed (a window counts toward the continuity only while its own step
+#: is far; NVIDIA's floors for PCIe replays and NVLink CRC errors; host memory errors, softnet
+#: drops, RDMA out-of-sequence packets and the GPUs' PCIe link width and generation judged).
+FLOOR = {"minder": (0.95, 0.95, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v7_eval
     import sys

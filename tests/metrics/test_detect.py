@@ -397,3 +397,39 @@ def test_a_device_lost_inside_the_reference_span_is_not_the_nodes_normal(
     module = importlib.import_module("aegis_slurm.metrics.detect")
     monkeypatch.setattr(module, "reference_statistic", lambda metric, p: None)
     assert detect(a, [GPU_COUNT], Params()).faulty == []
+
+
+def test_a_stall_shorter_than_the_continuity_stays_quiet_however_the_window_trails() -> None:
+    from aegis_slurm.metrics.align import Aligned
+
+    times = 1e9 + 10.0 * np.arange(240)  # 40 min at a 10 s scrape
+    util = np.full((12, times.size), 98.0)
+
+    def found(minutes: float, p: Params) -> list:
+        U = util.copy()
+        U[4, 120 : 120 + round(minutes * 6)] = 45.0  # one node stalls at minute 20
+        a = Aligned(times, [f"n{i}" for i in range(12)], {"DCGM_FI_DEV_GPU_UTIL": U}, 10.0)
+        return [f.node for f in detect(a, ["DCGM_FI_DEV_GPU_UTIL"], p).faulty]
+
+    assert found(3.4, Params()) == []  # under the 4-minute continuity
+    assert found(5.0, Params()) == ["n4"]
+    # the trailing 60 s window carried the 3.4-minute stall past 4 minutes (before round 8)
+    assert found(3.4, Params(step_support=False)) == ["n4"]
+
+
+def test_pcie_replays_within_nvidias_limit_are_no_evidence() -> None:
+    from aegis_slurm.metrics.align import Aligned
+
+    times = 1e9 + 15.0 * np.arange(240)  # 60 min
+    rng = np.random.default_rng(2)
+
+    def found(per_minute: float) -> list:
+        X = np.zeros((16, times.size))
+        X[6, 80:] = rng.poisson(per_minute / 4, times.size - 80).cumsum()  # from minute 20
+        a = Aligned(
+            times, [f"n{i}" for i in range(16)], {"DCGM_FI_DEV_PCIE_REPLAY_COUNTER": X}, 15.0
+        )
+        return [f.node for f in detect(a, ["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"], Params()).faulty]
+
+    assert found(1.0) == []  # a replay a minute, for 40 minutes: within DCGM's 8 a minute
+    assert found(30.0) == ["n6"]  # a link retrying every two seconds

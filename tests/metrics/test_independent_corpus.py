@@ -144,7 +144,11 @@ def test_minder_against_the_baselines(tallies: dict[str, Tally]) -> None:
 #: recall 0.889 -> 0.778 with corroboration on (docs/minder.md, "Corroboration"): v1's three
 #: ``nvlink_errors`` jobs show only on NVLink *throughput* (no error counter, no Xid 74), which
 #: a coupled series alone no longer convicts; precision stays 1.000.  Floor 0.85 -> 0.75.
-FLOOR = {"minder": (0.95, 0.75, 5.0)}
+#: Lowered on purpose again (2026-11-27, session 9, round 8): recall 0.778 -> 0.741 (20 of
+#: 27).  NVIDIA DCGM's health limit (more than 8 PCIe replays a minute) is now the floor of
+#: the replay counter, and one of v1's PCIe downgrades (seed 3068) replays 6.7 a minute: within
+#: that limit, and otherwise visible only on its PCIe throughput (coupled).  Floor 0.75 -> 0.74.
+FLOOR = {"minder": (0.95, 0.74, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_independent_corpus (docs/minder.md)
     import sys

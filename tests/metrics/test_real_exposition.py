@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from aegis_slurm.metrics import PromConfig
@@ -82,6 +83,27 @@ def real_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, f
             proc.wait(timeout=10)
 
 
+def served_and_fetched(
+    tmp: Path, lines: list[str], nodes: list[str], t0: float, specs: list[MetricSpec]
+) -> pl.DataFrame:
+    """The OpenMetrics ``lines`` loaded into a real Prometheus (promtool), and the job's
+    ``specs`` over ``[t0 + 60, t0 + 600]`` fetched from it by the real query path."""
+    (tmp / "in.om").write_text("\n".join(lines) + "\n# EOF\n")
+    argv = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
+    subprocess.run(
+        [*argv, str(tmp / "in.om"), str(tmp / "data")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    proc, url = start_prometheus(tmp / "data", tmp)
+    try:
+        return fetch_job(PromConfig(url), nodes, t0 + 60, t0 + 600, specs)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 def test_infiniband_ports_are_summed_per_node(real_prom: tuple[str, float]) -> None:
     url, t0 = real_prom
     cfg = PromConfig(url, dcgm_label="instance", dcgm_value="{node}:9400")
@@ -133,21 +155,8 @@ def test_the_lowest_port_rate_shows_one_port_down(tmp_path: Path) -> None:
                 v = float(first) + 1e9 * 15 * up
                 lab = series[:-1] + f',instance="{host}:9100"}}'
                 out.append(f"{lab} {v!r} {t0 + 15 * k:.3f}")
-    (tmp_path / "in.om").write_text("\n".join(out) + "\n# EOF\n")
-    argv = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
-    subprocess.run(
-        [*argv, str(tmp_path / "in.om"), str(tmp_path / "data")],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    proc, url = start_prometheus(tmp_path / "data", tmp_path)
-    try:
-        specs = [spec_for(PORT_MIN), spec_for(name)]
-        df = fetch_job(PromConfig(url), ["hostA", "hostB", "hostC"], t0 + 60, t0 + 600, specs)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    specs = [spec_for(PORT_MIN), spec_for(name)]
+    df = served_and_fetched(tmp_path, out, ["hostA", "hostB", "hostC"], t0, specs)
     al = align(df, step=15.0)
     low = al.data[PORT_MIN]
     a, c = al.nodes.index("hostA"), al.nodes.index("hostC")
@@ -187,21 +196,8 @@ def test_the_pause_a_nic_sends_is_summed_over_its_priorities_and_nics(tmp_path: 
                     lab = f'{name}{{device="{nic}",instance="{host}:9100"}}'
                     out.append(f"{lab} {v!r} {t0 + 15 * k:.3f}")
                     v += 15 * (6e5 if storm and k >= 20 else rate)
-    (tmp_path / "in.om").write_text("\n".join(out) + "\n# EOF\n")
-    argv = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
-    subprocess.run(
-        [*argv, str(tmp_path / "in.om"), str(tmp_path / "data")],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    proc, url = start_prometheus(tmp_path / "data", tmp_path)
-    try:
-        nodes = ["hostA", "hostB", "hostC"]
-        df = fetch_job(PromConfig(url), nodes, t0 + 60, t0 + 600, [spec_for(PAUSE_SENT)])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    nodes = ["hostA", "hostB", "hostC"]
+    df = served_and_fetched(tmp_path, out, nodes, t0, [spec_for(PAUSE_SENT)])
     al = align(df, step=15.0)
     sent = al.data[PAUSE_SENT]
     a, c = al.nodes.index("hostA"), al.nodes.index("hostC")
