@@ -149,8 +149,9 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     ),
     # floor: NVIDIA's DCGM health watch warns above 8 replays a minute ("the maximum
     # recommended by RM", DCGM_LIMIT_MAX_PCIREPLAY_RATE); a GPU that replays now and then
-    # (every few minutes, for hours) is within it -- here on the node's sum over its GPUs
-    MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 8 / 60, 50, "events"),
+    # (every few minutes, for hours) is within it -- here on the node's sum over its GPUs;
+    # the floor is where evidence starts (9 a minute: more than 8)
+    MetricSpec("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "dcgm", "counter", "sum", 9 / 60, 50, "events"),
     # in dcgm-exporter's default counters (DCGM_FI_PROF_NVLINK_TX_BYTES is not): the slowest
     # GPU's NVLink rate.  The field *is* a rate (MiB/s, TX + RX) although the CSV types it
     # "counter": DCGM differences NVML's cumulative KiB counters itself and divides by the time
@@ -247,7 +248,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # (mlx5 counters.rst: "the adapter is congested"), the node's own state, where the pause
     # it *receives* and IB's PortXmitWait are the network's.  A NIC whose receive path
     # stalls pauses its link without end (a PFC storm) and the whole job waits on it.
-    # Scale: decades from 10 us/s (a thousandth of a percent of the link's time: nothing) to
+    # Scale: decades from 100 us/s (a hundredth of a percent of the link's time: nothing) to
     # one NIC paused the whole second.  ethtool statistics are untyped in
     # node_exporter (its ethtool collector is off by default: ``--collector.ethtool``)
     MetricSpec(
@@ -255,7 +256,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "node",
         "gauge",
         "sum",
-        10,
+        100,
         1e6,
         "decades",
         derived=(PAUSE_DURATION_SERIES, _RATE_PER_NAME),

@@ -99,12 +99,13 @@ class Params:
     # restarting) is neither near the peers nor far from them (:func:`peer_deviation`,
     # :func:`window_distance`); False: any absence is evidence
     machine_absence: bool = True
-    # a window counts toward the continuity only while the node's own step in it is still far
-    # from its peers (or unmeasured: a lost scrape neither extends nor breaks a run).  The
-    # trailing window keeps a blip in its RMS for ``window`` seconds after it ended, so a
-    # 3.4-minute stall made 4.4 minutes of candidate windows and passed the 4-minute
-    # continuity (corpus v7, seen: a node stalling for less than the continuity was called
-    # faulty).  Not on the events scale: an error rate is already a trailing window, which
+    # a run of candidate windows completes the continuity only at a step where the node itself
+    # is measured and far from its peers (:func:`continuity`).  The trailing window keeps a
+    # blip in its RMS for ``window`` seconds after it ended, so a 3.4-minute stall made 4.4
+    # minutes of candidate windows and passed the 4-minute continuity (corpus v7, seen: a node
+    # stalling for less than the continuity was called faulty); requiring *every* step far
+    # instead lost a clock cycling every 30 s and let lost scrapes extend a stall (session-9
+    # review).  Not on the events scale: an error rate is already a trailing window, which
     # ``event_continuity`` accounts for, and a flapping link's rate flickers step to step
     # (corpus v2, seen: a flapping AOC cable lost).  False: as before
     step_support: bool = True
@@ -448,16 +449,16 @@ def event_scale(R: np.ndarray, window: float, hi: float, floor: float = 0.0) -> 
     increment lasts only ``window`` (under the continuity), and a node with 100x its peers' error
     rate stands out where a Min-Max scale over 0..``hi`` would squash both near 0.
 
-    ``floor``: a rate the hardware's maker calls harmless is no evidence, whatever the peers
-    (catalog ``lo``: NVIDIA's DCGM health limits -- more than 8 PCIe replays a minute, NVLink
-    CRC errors at 100 a second and more).
+    ``floor``: a rate under it is one the hardware's maker calls harmless, no evidence
+    whatever the peers (catalog ``lo``: NVIDIA's DCGM health limits -- 9 PCIe replays a minute
+    and up, i.e. more than 8; NVLink CRC errors from 100 a second).
     """
     r0 = 1.0 / window
     top = max(np.log10(max(hi, r0 * 10) / r0), 1.0)
     k = background_events(R, window)
     with np.errstate(all="ignore"):
         lv = 0.5 + 0.5 * np.clip(np.log10(np.maximum(R, r0) / r0) / top, 0, 1)
-        out = np.where(np.greater(R * window, k + 0.5) & np.greater(R, floor), lv, 0.0)
+        out = np.where(np.greater(R * window, k + 0.5) & ~np.less(R, floor), lv, 0.0)
     out[np.isnan(R)] = np.nan
     return out
 
@@ -619,10 +620,16 @@ def event_steps(metric: str, p: Params, step: float) -> int:
     return max(round(k / step), 1)
 
 
-def continuity(c: np.ndarray, k: int) -> np.ndarray:
+def continuity(c: np.ndarray, k: int, support: np.ndarray | None = None) -> np.ndarray:
     """Index of the first window where each node has been a candidate ``k`` windows in a row, or -1.
 
     Minder's continuity threshold: faults persist and worsen, a blip does not.
+
+    ``support`` (nodes x steps, ``Params.step_support``): the run must reach ``k`` *at* a step
+    where the node itself is measured and far.  A trailing window holds a blip for a window
+    after it ended (that echo cannot complete a run) and a lost scrape cannot either; a fault
+    whose steps flicker (a clock cycling every 30 s) keeps its window run and completes it at
+    its next far step.
     """
     n, T = c.shape
     out = np.full(n, -1)
@@ -633,6 +640,8 @@ def continuity(c: np.ndarray, k: int) -> np.ndarray:
     last_false = np.maximum.accumulate(np.where(~c, idx, -1), axis=1)
     run = idx - last_false
     hit = run >= k
+    if support is not None:
+        hit &= support
     anyhit = hit.any(axis=1)
     out[anyhit] = hit[anyhit].argmax(axis=1)
     return out
@@ -845,10 +854,11 @@ def _detect_metric(
     ok = judged & ~warm & ~np.isnan(dist).all(axis=0)
     dist[:, ~ok] = np.nan
     c = candidates(dist, p.threshold, p.max_share)
-    if p.step_support and not (p.scales and spec_for(metric).scale == "events"):
-        c &= ~(dev <= p.threshold**2)  # the step itself still far (or unmeasured): see Params
     k = event_steps(metric, p, step)
-    first = continuity(c, k)
+    support = None
+    if p.step_support and not (p.scales and spec_for(metric).scale == "events"):
+        support = dev > p.threshold**2  # measured and far: a lost scrape is not (NaN)
+    first = continuity(c, k, support)
     out = []
     for i in simultaneous_bound(first, aligned.times, p.continuity, p.max_nodes):
         j = int(first[i])

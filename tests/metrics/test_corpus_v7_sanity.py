@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from tests.metrics import corpus_v7 as cv
+from . import corpus_v7 as cv
 
 JOBS = cv.jobs(0)
 
