@@ -109,8 +109,8 @@ class Params:
     # ``event_continuity`` accounts for, and a flapping link's rate flickers step to step
     # (corpus v2, seen: a flapping AOC cable lost).  False: as before
     step_support: bool = True
-    # an error rate at or under the catalog's floor (``lo``: NVIDIA DCGM's health limits, more
-    # than 8 PCIe replays a minute, NVLink CRC errors from 100 a second) is no evidence
+    # an error rate under the catalog's floor (``lo``: NVIDIA DCGM's health limits, 9 PCIe
+    # replays a minute and up, NVLink CRC errors from 100 a second) is no evidence
     # (:func:`event_scale`; corpus v7, seen: healthy nodes called faulty on three replays in
     # four minutes); False: any rate over the peers' background counts
     event_floors: bool = True

@@ -26,6 +26,7 @@ from aegis_slurm.metrics.catalog import (
     DEFAULT_METRICS,
     NVLINK_RATE_FIELD,
     is_name_pattern,
+    source_matches,
     spec_for,
 )
 from aegis_slurm.metrics.detect import Params, detect, lambda_2delta, zscore_baseline
@@ -91,12 +92,10 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
         if spec.derived is None:
             continue
         source, expr = spec.derived
+        names = raw.get_column("metric").cast(pl.String).unique().to_list()
+        series = raw.filter(pl.col("metric").is_in([n for n in names if source_matches(source, n)]))
         if is_name_pattern(source):  # each matching series is its own (name, device) counter
-            series = raw.filter(
-                pl.col("metric").cast(pl.String).str.contains(f"^(?:{source})$")
-            ).with_columns(device=pl.format("{}/{}", "metric", "device"))
-        else:
-            series = raw.filter(pl.col("metric") == source)
+            series = series.with_columns(device=pl.format("{}/{}", "metric", "device"))
         if spec.agg == "count" and expr == "{sel}":  # count by (node) (series): devices reporting
             frames.append(
                 series.group_by("node", "time")
