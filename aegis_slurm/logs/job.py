@@ -98,16 +98,17 @@ def from_scontrol(job_id: str, timeout: float = 10.0) -> JobInfo | None:
 def info_from_scontrol(job_id: str, line: str) -> JobInfo:
     """Pure: a JobInfo from one ``scontrol -o show job`` line.
 
-    While a job is COMPLETING, ``NodeList`` lists only the nodes still completing: a node list
-    shorter than ``NumNodes`` is dropped (the store's or the record's is used), since a task
-    number mapped onto it would name the wrong node."""
+    While a job is COMPLETING, ``NodeList`` lists only the nodes still completing, and
+    ``NumNodes`` counts them (22.05, on the real testbed): the node list of a COMPLETING job,
+    or one that disagrees with ``NumNodes``, is dropped (the store's or sacct's is used), since
+    a task number mapped onto it would name the wrong node."""
     kv = parse_scontrol(line)
     user, _, uid = kv.get("UserId", "").partition("(")
     uid = uid.rstrip(")")
     tasks = kv.get("NumTasks", "")
     nodes = expand_hostlist(kv.get("NodeList", ""))
     num = kv.get("NumNodes", "")
-    if num.isdigit() and int(num) != len(nodes):
+    if kv.get("JobState") == "COMPLETING" or (num.isdigit() and int(num) != len(nodes)):
         nodes = ()
     return JobInfo(
         job_id=job_id,
@@ -123,6 +124,27 @@ def info_from_scontrol(job_id: str, line: str) -> JobInfo:
         array_task_id=kv.get("ArrayTaskId", ""),
         source="scontrol",
     )
+
+
+def nodes_from_sacct(job_id: str, timeout: float = 10.0) -> tuple[str, ...]:
+    """The job's whole allocation, from ``sacct -X -n -P -o NodeList`` (its latest run).
+
+    slurmdbd records the node list when the job starts and, unlike scontrol's, it does not
+    shrink while the job completes: the answer while nodes are still in their Epilog, which is
+    when a paged admin runs ``logs``.  () when sacct is absent, fails or knows no nodes."""
+    from aegis_slurm.node import probes
+
+    try:
+        out = probes.run_argv(["sacct", "-X", "-n", "-P", "-o", "NodeList", "-j", job_id], timeout)
+    except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed):
+        return ()
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    if not lines or lines[-1] == "None assigned":
+        return ()
+    try:
+        return expand_hostlist(lines[-1])
+    except (ValueError, RuntimeError):  # python-hostlist's BadHostlist is a RuntimeError
+        return ()
 
 
 def from_record(rec: dict) -> JobInfo:
@@ -369,6 +391,8 @@ def diagnose_job_logs(
             info = stored
         elif stored is not None and not info.nodes:
             info.nodes = stored.nodes
+    if info is not None and info.source == "scontrol" and not info.nodes:
+        info.nodes = nodes_from_sacct(job_id)  # COMPLETING: scontrol lists the stragglers only
     if (info is None or not info.stdout) and spools:
         from aegis_slurm.accounting.signals import job_output
 

@@ -75,6 +75,18 @@ def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> 
     return out
 
 
+#: kept from our own environment for a child: which cluster a Slurm command talks to
+#: (``aegis-slurm minder --job`` and ``watch`` run sacct/squeue on a site whose slurm.conf is
+#: not at the default path); everything else is dropped so probes read alike everywhere
+PASSED_ENV = ("SLURM_CONF",)
+
+
+def _child_env(path: str) -> dict[str, str]:
+    env = {"PATH": path, "LC_ALL": "C"}
+    env.update({k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)})
+    return env
+
+
 def run_argv_rc(argv: list[str], timeout: float) -> tuple[int, str, str]:
     """:func:`run_argv` for tools whose exit code is part of the answer: (rc, stdout, stderr)."""
     path = os.environ.get("PATH") or DEFAULT_PATH  # slurmd runs the Prolog without PATH
@@ -90,7 +102,7 @@ def run_argv_rc(argv: list[str], timeout: float) -> tuple[int, str, str]:
             start_new_session=True,
             text=True,
             errors="replace",
-            env={"PATH": path, "LC_ALL": "C"},
+            env=_child_env(path),
         )
     except OSError as e:
         raise ProbeFailed(f"{argv[0]}: {e.strerror}") from None

@@ -199,7 +199,8 @@ ERRORS = (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed, OSError,
 @dataclass(frozen=True)
 class Client:
     """scontrol/sacctmgr/sacct as argv lists with a timeout; ``slurm_conf`` is exported as
-    SLURM_CONF (the EpilogSlurmctld environment has none; run_argv passes only PATH)."""
+    SLURM_CONF (the EpilogSlurmctld environment has none; run_argv passes on only PATH and
+    an inherited SLURM_CONF, which this setting overrides)."""
 
     timeout: float = 5.0
     slurm_conf: str = ""

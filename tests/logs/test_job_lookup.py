@@ -232,6 +232,20 @@ def test_scontrol_line_recorded_on_22_05():
     assert shrunk.nodes == ()
 
 
+def test_completing_job_node_list_is_not_the_jobs():
+    """Recorded on the 22.05 testbed while node1's Epilog was still running: NodeList=node1
+    and NumNodes=1 agree, yet the job ran on node[1-4]; mapping task 2 onto it named node1."""
+    from aegis_slurm.logs.job import info_from_scontrol
+
+    line = (SCONTROL / "scontrol-22.05.8_show_job_completing.txt").read_text().splitlines()[0]
+    info = info_from_scontrol("47", line)
+    assert "NumNodes=1 " in line and "NodeList=node1 " in line
+    assert info.nodes == ()
+    assert (info.tasks, info.stdout) == (4, "/srv/slurm-testbed/jobs/l4cg-47.out")
+    done = info_from_scontrol("47", line.replace("JobState=COMPLETING", "JobState=FAILED"))
+    assert done.nodes == ("node1",)  # the same line once the job is done is taken as it is
+
+
 def test_recorded_task_count_maps_srun_labels_to_the_right_node(tmp_path):
     """8 tasks on 2 nodes in one ``srun --label`` file; task 5 (on the second node) fails.
     Without the task count, label 5 could not be placed; with the record's count it is gpu2's."""

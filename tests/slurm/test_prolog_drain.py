@@ -178,6 +178,10 @@ def test_prolog_drains_with_our_reason_and_job_runs_elsewhere(slurm_cluster, sit
     while c.job_field(jobid, "Restarts") in (None, "0") and time.monotonic() < deadline:
         time.sleep(0.3)
     assert c.job_field(jobid, "Restarts") == "1"
+    # the requeue passes through COMPLETING (node1's Epilog) before PENDING: a fresh-clone CI
+    # run once read COMPLETING here
+    while c.job_field(jobid, "JobState") == "COMPLETING" and time.monotonic() < deadline + 30:
+        time.sleep(0.3)
     assert c.job_field(jobid, "JobState") == "PENDING"
     c.run(["scontrol", "release", str(jobid)], check=False)
     c.run(["scontrol", "update", f"jobid={jobid}", "StartTime=now"], check=False)
