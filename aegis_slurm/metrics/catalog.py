@@ -19,6 +19,8 @@ per-second rates by the detector (:func:`aegis_slurm.metrics.detect.to_rates`).
 * ``"decades"``: a share that spans decades between healthy and faulty (the time a NIC holds
   its link paused): logarithmic from ``lo`` (0) to ``hi`` (1), so a node at ten times its
   peers' share is as far from them on a quiet fabric as on a busy one;
+* ``"latch"``: a counter whose every increment is a fault (an uncorrectable memory error, an
+  OOM kill): 1 from its first increase in the window on, 0 before -- one event is the evidence;
 * ``"events"``: a sparse error counter (replays, link-down events): evidence on an absolute,
   logarithmic scale — any sustained error rate where the peers have none is an outlier, whatever
   the range; its magnitude counts by decades.
@@ -285,7 +287,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # summed): corrected errors arriving in a burst are a DIMM failing (the kernel calls 15
     # CMCIs a second a storm and stops listening), uncorrected ones the machine's memory lost
     MetricSpec("node_edac_correctable_errors_total", "node", "counter", "sum", 0, 100, "events"),
-    MetricSpec("node_edac_uncorrectable_errors_total", "node", "counter", "sum", 0, 0.05, "events"),
+    MetricSpec("node_edac_uncorrectable_errors_total", "node", "counter", "sum", 0, 0.05, "latch"),
     # packets the kernel dropped because a CPU's input backlog was full (softnet_stat, per CPU
     # summed): the host cannot take in what its NICs deliver (IRQs collapsed onto one CPU, a
     # softirq storm) -- its own state; NCCL over TCP sockets loses throughput to it
@@ -332,7 +334,73 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         10,
         "events",
         exclude_devices=VIRTUAL_NICS,
+    ),  # Round 9: the local error counters and states the exporters ship that no earlier round
+    # read, each named by its source (tests/fixtures/metrics/PROVENANCE.md), not by a corpus.
+    # Frames the NIC failed to send (sysfs tx_errors: carrier, FIFO, aborted), the transmit
+    # side of receive_errs
+    MetricSpec(
+        "node_network_transmit_errs_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        10,
+        "events",
+        exclude_devices=VIRTUAL_NICS,
     ),
+    # An IB port's own link layer (node_exporter's infiniband collector, from the port's sysfs
+    # counters; IBA PortCounters): minor symbol errors on its lanes (the range of
+    # port_rcv_errors), the link retraining after an error (link_error_recovery: each time the
+    # port recovered, where link_downed counts the times it did not), local physical errors over
+    # the port's threshold and receive-buffer overruns (the counts of bursts, not of errors: the
+    # range of link_downed).  The errors a port *receives from the remote end* (EBP-marked
+    # packets) and its discards are the path's or the fabric's, not this machine's: left out
+    MetricSpec("node_infiniband_symbol_error_total", "node", "counter", "sum", 0, 10, "events"),
+    MetricSpec(
+        "node_infiniband_link_error_recovery_total", "node", "counter", "sum", 0, 0.05, "events"
+    ),
+    MetricSpec(
+        "node_infiniband_local_link_integrity_errors_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        0.05,
+        "events",
+    ),
+    MetricSpec(
+        "node_infiniband_excessive_buffer_overrun_errors_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        0.05,
+        "events",
+    ),
+    # the lowest logical state of the node's IB ports (1 down, 2 init, 4 active): a port that
+    # left Active while its series stay (the count of ports holds) -- a port unused by design
+    # holds the node's minimum low all along, its own normal
+    MetricSpec("node_infiniband_state_id", "node", "gauge", "min", 0, 5),
+    # the kernel's OOM killer (/proc/vmstat oom_kill; untyped in node_exporter, a count since
+    # boot): a rank killed for the host's memory; one is the evidence (scale "latch")
+    MetricSpec("node_vmstat_oom_kill", "node", "counter", "sum", 0, 0.05, "latch"),
+    # mounts whose statfs failed or hung (node_exporter marks a mount it cannot stat within its
+    # timeout "stuck" and reports device_error 1 until it answers), summed: a node whose NFS or
+    # parallel-filesystem client hangs stalls its ranks' reads and checkpoints while its peers'
+    # answer.  A mount that errors all along (a FUSE mount root cannot stat) is the node's normal
+    MetricSpec("node_filesystem_device_error", "node", "gauge", "sum", 0, 1),
+    # The GPU's memory: double-bit (uncorrectable) ECC errors since the driver loaded, rows
+    # remapped for uncorrectable errors (Ampere and later) and pages retired for double-bit
+    # errors (before Ampere) -- each increment an uncorrectable error the GPU just took -- and
+    # whether a row remap failed (the GPU needs replacing).  The remap fields are in
+    # dcgm-exporter's default CSV; the DBE and retired-page counters are listed commented out
+    # (a site enables them).  Each increment is a fault: scale "latch"
+    MetricSpec("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "dcgm", "counter", "sum", 0, 0.05, "latch"),
+    MetricSpec(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "dcgm", "counter", "sum", 0, 0.05, "latch"
+    ),
+    MetricSpec("DCGM_FI_DEV_RETIRED_DBE", "dcgm", "counter", "sum", 0, 0.05, "latch"),
+    MetricSpec("DCGM_FI_DEV_ROW_REMAP_FAILURE", "dcgm", "gauge", "max", 0, 1),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}

@@ -114,6 +114,11 @@ class Params:
     # (:func:`event_scale`; corpus v7, seen: healthy nodes called faulty on three replays in
     # four minutes); False: any rate over the peers' background counts
     event_floors: bool = True
+    # a counter of events each of which is a fault (catalog scale ``"latch"``: an uncorrectable
+    # GPU or host memory error, an OOM kill) is read as "has it counted since the window
+    # opened" -- one increment is the evidence, held, where the events scale asks for errors
+    # still arriving a continuity later (:func:`latched`); False: read on the events scale
+    latch: bool = True
 
 
 @dataclass(frozen=True)
@@ -521,6 +526,26 @@ def hardware_xid(X: np.ndarray) -> np.ndarray:
     return out
 
 
+def latched(X: np.ndarray) -> np.ndarray:
+    """1 from the first step a counter counted since the window's first sample, else 0.
+
+    For counters whose every increment is a fault (catalog scale ``"latch"``): a GPU's
+    double-bit ECC error or a row remapped for one, a page retired, the host's uncorrectable
+    memory error, the OOM killer.  Only increases count (a counter that restarts from 0, a
+    driver reload clearing the volatile ECC count, is no event); a lost scrape stays NaN, and
+    the count carries across it.
+    """
+    n, T = X.shape
+    out = np.full((n, T), np.nan)
+    if T == 0:
+        return out
+    idx = np.where(~np.isnan(X), np.arange(T)[None, :], 0)
+    held = np.take_along_axis(X, np.maximum.accumulate(idx, axis=1), axis=1)  # last seen
+    rise = np.diff(held, axis=1, prepend=held[:, :1]) > 0
+    counted = np.logical_or.accumulate(np.nan_to_num(rise), axis=1).astype(float)
+    return np.where(np.isnan(X), np.nan, counted)
+
+
 def device_loss(X: np.ndarray) -> np.ndarray:
     """1 where a node reports fewer devices (GPUs, IB ports) than its peers' median, else 0.
 
@@ -604,6 +629,13 @@ def simultaneous_bound(
     return hits[near <= max_nodes]
 
 
+def on_events_scale(metric: str, p: Params) -> bool:
+    """Whether the metric is read as an error *rate* (:func:`event_scale`): catalog scale
+    ``"events"``, and ``"latch"`` with ``p.latch`` off."""
+    sc = spec_for(metric).scale
+    return p.scales and (sc == "events" or (sc == "latch" and not p.latch))
+
+
 def event_steps(metric: str, p: Params, step: float) -> int:
     """Windows in a row that make a finding: ``continuity / step``, plus ``rate_window / step`` on
     an error counter (catalog scale ``events``) with ``p.event_continuity``.
@@ -615,7 +647,7 @@ def event_steps(metric: str, p: Params, step: float) -> int:
     they began.
     """
     k = p.continuity
-    if p.event_continuity and p.scales and spec_for(metric).scale == "events":
+    if p.event_continuity and on_events_scale(metric, p):
         k += p.rate_window
     return max(round(k / step), 1)
 
@@ -662,8 +694,11 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
         X = hardware_xid(X)
     if spec.agg == "count" and p.machine_absence:
         X = zero_count(aligned, metric)
-    if spec.kind == "counter":
-        events = p.scales and spec.scale == "events"
+    latch = p.scales and p.latch and spec.scale == "latch"
+    if latch:
+        X = latched(X)
+    elif spec.kind == "counter":
+        events = on_events_scale(metric, p)
         raw = X
         X = to_rates(X, aligned.step, p.rate_window if events else p.throughput_rate_window)
         if events and p.burst_alpha > 0:
@@ -699,7 +734,9 @@ def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
         return normalise(X, 0.0, 1.0)
     if not p.physical_range:
         return normalise(X)
-    if p.scales and spec.scale == "events" and spec.hi is not None:
+    if p.scales and spec.scale == "latch" and p.latch:  # already 0/1 (:func:`series`)
+        return normalise(X, 0.0, 1.0)
+    if on_events_scale(metric, p) and spec.hi is not None:
         return event_scale(X, p.rate_window, spec.hi, (spec.lo or 0.0) if p.event_floors else 0.0)
     hi = spec.hi
     if p.scales and spec.scale == "job" and hi is not None:
@@ -739,7 +776,7 @@ def node_reference(
     # earlier, from before they loaded -- and would "join" at the span's first step (v5, seen)
     dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, 0)
     steady = None
-    if p.steady and not (p.scales and spec_for(metric).scale == "events"):
+    if p.steady and not (p.scales and spec_for(metric).scale in ("events", "latch")):
         steady = steady_steps(X, floor_of(metric, p))
     # a late starter may match its peers only after the span: it joins up to ``join_until``
     until = start + span if join_until is None else max(start + span, join_until)
@@ -784,9 +821,13 @@ def prepare(
             aligned.times[0] + p.warmup + p.baseline,
         )
     spec = spec_for(metric)
-    if ref is None or (p.scales and spec.scale == "events" and not p.event_reference):
+    # an error counter's rate is never a node's normal (``event_reference``); a latch counts
+    # from the window's first sample, so it has none to remove -- an event inside the
+    # reference span would otherwise be taken for the node's normal
+    if ref is None or (p.scales and spec.scale in ("events", "latch") and not p.event_reference):
         return [scale(X, metric, p)], since
-    lo = floor_of(metric, p) if p.gain and (spec.scale != "events" or not p.scales) else None
+    counts = spec.scale in ("events", "latch")
+    lo = floor_of(metric, p) if p.gain and (not counts or not p.scales) else None
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
 
@@ -856,7 +897,7 @@ def _detect_metric(
     c = candidates(dist, p.threshold, p.max_share)
     k = event_steps(metric, p, step)
     support = None
-    if p.step_support and not (p.scales and spec_for(metric).scale == "events"):
+    if p.step_support and not on_events_scale(metric, p):
         support = dev > p.threshold**2  # measured and far: a lost scrape is not (NaN)
     first = continuity(c, k, support)
     out = []
@@ -1031,7 +1072,7 @@ def explained_by_departure(f: Finding, row: int, held: np.ndarray, times: np.nda
     """A finding on a level metric (not an Xid, a lost device or an error burst, which stay
     hardware evidence) made while its node was out of the job (``held``: the
     :func:`departure_mask` held for the whole window before the step)."""
-    if spec_for(f.metric).scale in ("xid", "devices", "events"):
+    if spec_for(f.metric).scale in ("xid", "devices", "events", "latch"):
         return False
     j = int(np.searchsorted(times, f.first_detected))
     return j < times.size and bool(held[row, j])

@@ -65,6 +65,19 @@ EXTRA = {
     "node_infiniband_out_of_sequence_packets_received_total": 0.0,
     "DCGM_FI_DEV_PCIE_LINK_WIDTH": 16.0,
     "DCGM_FI_DEV_PCIE_LINK_GEN": 5.0,
+    # round 9: local error counters and states (quiet on a healthy node)
+    "node_network_transmit_errs_total": 0.0,
+    "node_infiniband_symbol_error_total": 12.0,
+    "node_infiniband_link_error_recovery_total": 1.0,
+    "node_infiniband_local_link_integrity_errors_total": 0.0,
+    "node_infiniband_excessive_buffer_overrun_errors_total": 0.0,
+    "node_infiniband_state_id": 4.0,
+    "node_vmstat_oom_kill": 0.0,
+    "node_filesystem_device_error": 0.0,
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0.0,
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 0.0,
+    "DCGM_FI_DEV_RETIRED_DBE": 0.0,
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0.0,
 }
 
 

@@ -33,6 +33,13 @@ NOT_IN_DEFAULT_CSV = {
 }
 
 
+#: listed in the shipped CSV commented out, as the NVLink error counters are: a site enables them
+OPT_IN = {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_DBE"}
+
+#: node_exporter exposes /proc/vmstat fields untyped; oom_kill is a count since boot
+UNTYPED_COUNTERS = {"node_vmstat_oom_kill"}
+
+
 def dcgm_types() -> dict[str, str]:
     out = {}
     with open(FIX / "dcgm-exporter-default-counters.csv") as fh:
@@ -65,7 +72,7 @@ def test_dcgm_metrics_are_enabled_by_default_with_the_same_type() -> None:
     shipped, opt_in = dcgm_types(), dcgm_opt_in_types()
     for m in DEFAULT_METRICS:
         if m.source == "dcgm" and m.name not in NOT_IN_DEFAULT_CSV and m.derived is None:
-            if m.name in NVLINK_ERROR_COUNTERS:  # listed, commented out: a site opts in
+            if m.name in NVLINK_ERROR_COUNTERS or m.name in OPT_IN:  # commented out: opt in
                 assert m.name not in shipped and opt_in.get(m.name) == m.kind, m.name
             else:
                 assert shipped.get(m.name) == m.kind, m.name
@@ -76,7 +83,8 @@ def test_node_exporter_metrics_exist_with_the_same_type() -> None:
     shipped = node_types()
     for m in DEFAULT_METRICS:
         if m.source == "node" and m.name in shipped:
-            assert shipped[m.name] == m.kind, m.name
+            want = "untyped" if m.name in UNTYPED_COUNTERS else m.kind
+            assert shipped[m.name] == want, m.name
     # mlx5's hw_counters (node_exporter >= 1.11): counters, per its collector's source
     hw = (FIX / "node-exporter-infiniband-hw-counters.txt").read_text()
     for m in DEFAULT_METRICS:
@@ -88,7 +96,27 @@ def test_node_exporter_metrics_exist_with_the_same_type() -> None:
     for name in ("node_edac_correctable_errors_total", "node_softnet_dropped_total"):
         assert shipped[name] == BY_NAME[name].kind == "counter"
     ethernet = [m.name for m in DEFAULT_METRICS if m.name.startswith("node_network")]
-    assert len(ethernet) == 3 and all(n in shipped for n in ethernet)
+    assert len(ethernet) == 4 and all(n in shipped for n in ethernet)
+    assert shipped["node_vmstat_oom_kill"] == "untyped" and BY_NAME[
+        "node_vmstat_oom_kill"
+    ].kind == ("counter")
+    # the filesystem collector's device_error: a gauge, 1 for a mount that failed or hung
+    fs = (FIX / "node-exporter-filesystem-device-error.txt").read_text()
+    assert 'BuildFQName(namespace, subsystem, "device_error")' in fs
+    assert (
+        "c.deviceErrorDesc, prometheus.GaugeValue" in fs
+        and 'deviceError = "mountpoint timeout"' in fs
+    )
+    assert BY_NAME["node_filesystem_device_error"].kind == "gauge"
+    # every plain node_exporter series of the catalog is in a recorded source
+    plain = {m.name for m in DEFAULT_METRICS if m.source == "node" and m.derived is None}
+    unrecorded = {n for n in plain if n not in shipped and not n.startswith("node_infiniband")}
+    assert unrecorded == {
+        "node_filesystem_device_error",
+        "node_ethtool_transmitted_pause_storm_error_events",  # mlx5-ethtool-pfc-stat-names.txt
+        # meminfo names each /proc/meminfo field; the e2e fixture's meminfo predates MemAvailable
+        "node_memory_MemAvailable_bytes",
+    }
 
 
 def test_virtual_interfaces_are_left_out_of_the_link_series() -> None:
