@@ -55,6 +55,11 @@ class JobInfo:
     source: str = ""
     #: files found but not read, each "path: why" (not the job's, not a regular file)
     refused: list[str] = field(default_factory=list)
+    #: scontrol's JobId (a heterogeneous job's component, an array task's own id)
+    raw_id: str = ""
+    #: scontrol's NodeList of a COMPLETING job (the nodes still in their Epilog): not the
+    #: job's list, but any list taken for it must hold them
+    stragglers: tuple[str, ...] = ()
 
 
 def parse_scontrol(text: str) -> dict[str, str]:
@@ -108,8 +113,9 @@ def info_from_scontrol(job_id: str, line: str) -> JobInfo:
     tasks = kv.get("NumTasks", "")
     nodes = expand_hostlist(kv.get("NodeList", ""))
     num = kv.get("NumNodes", "")
+    stragglers: tuple[str, ...] = ()
     if kv.get("JobState") == "COMPLETING" or (num.isdigit() and int(num) != len(nodes)):
-        nodes = ()
+        nodes, stragglers = (), nodes
     return JobInfo(
         job_id=job_id,
         user=user,
@@ -123,26 +129,36 @@ def info_from_scontrol(job_id: str, line: str) -> JobInfo:
         array_job_id=kv.get("ArrayJobId", ""),
         array_task_id=kv.get("ArrayTaskId", ""),
         source="scontrol",
+        raw_id=kv.get("JobId", ""),
+        stragglers=stragglers,
     )
 
 
-def nodes_from_sacct(job_id: str, timeout: float = 10.0) -> tuple[str, ...]:
-    """The job's whole allocation, from ``sacct -X -n -P -o NodeList`` (its latest run).
+def nodes_from_sacct(job_id: str, raw_id: str, timeout: float = 10.0) -> tuple[str, ...]:
+    """The allocation of the job record ``raw_id`` (scontrol's JobId) from ``sacct -X -n -P -o
+    JobIDRaw,NodeList -j JOB``: its latest run (sacct without ``-D``).
 
     slurmdbd records the node list when the job starts and, unlike scontrol's, it does not
     shrink while the job completes: the answer while nodes are still in their Epilog, which is
-    when a paged admin runs ``logs``.  () when sacct is absent, fails or knows no nodes."""
+    when a paged admin runs ``logs``.  A heterogeneous job has a line per component and an
+    array a line per task: only the line scontrol described counts.  () when sacct is absent,
+    fails or has no such line."""
     from aegis_slurm.node import probes
 
+    argv = ["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,NodeList", "-j", job_id]
     try:
-        out = probes.run_argv(["sacct", "-X", "-n", "-P", "-o", "NodeList", "-j", job_id], timeout)
+        out = probes.run_argv(argv, timeout)
     except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed):
         return ()
-    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
-    if not lines or lines[-1] == "None assigned":
+    mine = [
+        nodelist.strip()
+        for raw, _, nodelist in (ln.partition("|") for ln in out.splitlines())
+        if raw.strip() == raw_id and nodelist.strip()
+    ]
+    if not mine or mine[-1] == "None assigned":
         return ()
     try:
-        return expand_hostlist(lines[-1])
+        return expand_hostlist(mine[-1])
     except (ValueError, RuntimeError):  # python-hostlist's BadHostlist is a RuntimeError
         return ()
 
@@ -385,14 +401,22 @@ def diagnose_job_logs(
         raise InputError(f"not a job id: {job_id!r}")
     info = from_scontrol(job_id)
     base_id = None
+    stored = None
     if store is not None:
         stored, base_id = from_store(job_id, store)
         if info is None:
             info = stored
-        elif stored is not None and not info.nodes:
-            info.nodes = stored.nodes
     if info is not None and info.source == "scontrol" and not info.nodes:
-        info.nodes = nodes_from_sacct(job_id)  # COMPLETING: scontrol lists the stragglers only
+        # COMPLETING: scontrol lists the stragglers only.  The current run's allocation is
+        # sacct's (a requeued job keeps its id: the store may hold an earlier run's); a list
+        # without the stragglers is another run's or another component's
+        for nodes in (
+            nodes_from_sacct(job_id, info.raw_id) if info.raw_id else (),
+            stored.nodes if stored is not None else (),
+        ):
+            if nodes and set(info.stragglers) <= set(nodes):
+                info.nodes = nodes
+                break
     if (info is None or not info.stdout) and spools:
         from aegis_slurm.accounting.signals import job_output
 

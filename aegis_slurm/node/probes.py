@@ -77,8 +77,10 @@ def run_argv(argv: list[str], timeout: float, ok_rc: tuple[int, ...] = (0,)) -> 
 
 #: kept from our own environment for a child: which cluster a Slurm command talks to
 #: (``aegis-slurm minder --job`` and ``watch`` run sacct/squeue on a site whose slurm.conf is
-#: not at the default path); everything else is dropped so probes read alike everywhere
-PASSED_ENV = ("SLURM_CONF",)
+#: not at the default path), and the time zone sacct/squeue print their zone-less times in,
+#: which must be the one we parse them in; everything else is dropped so probes read alike
+#: everywhere
+PASSED_ENV = ("SLURM_CONF", "TZ")
 
 
 def _child_env(path: str) -> dict[str, str]:

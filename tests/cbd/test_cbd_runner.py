@@ -552,15 +552,16 @@ def test_full_profile_hung_benchmark_is_killed_before_the_next(cfg, monkeypatch)
     assert "unparseable" in v["gpu_burn"].evidence
 
 
-def test_commands_see_slurm_conf_and_nothing_else_of_our_environment(monkeypatch):
+def test_commands_see_slurm_conf_and_tz_and_nothing_else_of_our_environment(monkeypatch):
     """A site whose slurm.conf is not at the default path sets SLURM_CONF: sacct/squeue run by
     ``minder --job``/``watch`` must talk to that cluster; the rest of the caller's environment
     (a user's LD_PRELOAD, a locale) never reaches a probe."""
     monkeypatch.setenv("SLURM_CONF", "/srv/site/etc/slurm.conf")
     monkeypatch.setenv("LD_PRELOAD", "/tmp/evil.so")
     monkeypatch.setenv("LANG", "de_DE.UTF-8")
+    monkeypatch.setenv("TZ", "Asia/Shanghai")  # sacct prints local times: parsed in our TZ
     seen = dict(line.split("=", 1) for line in probes.run_argv(["env"], 5).splitlines())
-    assert seen["SLURM_CONF"] == "/srv/site/etc/slurm.conf"
+    assert seen["SLURM_CONF"] == "/srv/site/etc/slurm.conf" and seen["TZ"] == "Asia/Shanghai"
     assert seen["LC_ALL"] == "C"
     assert "LD_PRELOAD" not in seen and "LANG" not in seen
     monkeypatch.delenv("SLURM_CONF")
