@@ -172,6 +172,11 @@ def detect_cmd(
         click.echo(f"FAULTY {f['node']}  since {f['first_detected']}  {f['metric']}  {f['score']}")
     for d in doc["departed"]:
         click.echo(f"LEFT   {d['node']}  at {d['at']}  (the job ran on without it; not a fault)")
+    for c in doc["collateral"]:
+        click.echo(
+            f"WITH   {c['node']}  idle from {c['at']}  (its ranks stopped with {c['with']}'s "
+            "fault; no evidence of its own)"
+        )
 
 
 @minder.command("fit")

@@ -77,8 +77,10 @@ def to_json(result: Result) -> dict[str, Any]:
     """The stable ``--json`` contract.
 
     ``{"faulty": [{"node", "first_detected", "metric", "score"}, ...], "windows": int,
-    "departed": [{"node", "at"}, ...]}``: ``departed`` names the nodes that left the job while
-    it ran on at its level (an elastic job releasing them), which are not faults.
+    "departed": [{"node", "at"}, ...], "collateral": [{"node", "at", "with"}, ...]}``:
+    ``departed`` names the nodes that left the job while it ran on at its level (an elastic job
+    releasing them), ``collateral`` those whose GPUs went idle together with another node's
+    hardware fault (``with``) and show nothing of their own; neither are faults.
     """
     return {
         "faulty": [
@@ -94,6 +96,10 @@ def to_json(result: Result) -> dict[str, Any]:
         "departed": [
             {"node": node, "at": iso(t)}
             for node, t in sorted(result.departed.items(), key=lambda kv: (kv[1], kv[0]))
+        ],
+        "collateral": [
+            {"node": node, "at": iso(t), "with": other}
+            for node, (t, other) in sorted(result.collateral.items(), key=lambda kv: (kv[1], kv[0]))
         ],
     }
 

@@ -53,6 +53,24 @@ class MetricSpec:
     #: virtual interfaces a container host creates and removes (veth, bridges), whose count and
     #: carrier changes say nothing about the machine's links
     exclude_devices: str | None = None
+    #: a reading away from the peers is itself a fault of the machine's hardware (a port
+    #: down, a link retrained narrower, a failed row remap), not a symptom it shares with a
+    #: job that stopped; every counter and indicator scale is (:data:`HARDWARE_SCALES`)
+    hardware: bool = False
+
+
+#: metrics a job can move on the machine by itself -- the OOM killer fires as readily for a
+#: rank that loads too much as for a machine short of memory: reported, never a reason to drain
+JOB_CAN_CAUSE = frozenset({"node_vmstat_oom_kill"})
+
+#: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
+#: device lost, an error counter, a fault counted, a NIC pausing its link
+HARDWARE_SCALES = frozenset({"xid", "devices", "events", "latch", "decades"})
+
+
+def is_hardware(spec: MetricSpec) -> bool:
+    """Whether a finding on this metric is hardware evidence (:attr:`MetricSpec.hardware`)."""
+    return spec.hardware or spec.scale in HARDWARE_SCALES
 
 
 #: Recording-rule style name (level:metric:operations) of the lowest per-port IB receive rate.
@@ -133,6 +151,43 @@ VIRTUAL_NICS = (
 #: (13 graphics exception, 31 MMU fault, 43 stopped channel, 45 preemptive cleanup) are not.
 HARDWARE_XIDS: frozenset[int] = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 
+#: NVLink 5 counters (NVIDIA/go-dcgm ``const_fields.go``): name, the events scale's full rate.
+#: DCGM 4.6 renamed fields 1212-1214 and 1219 (``*_TOTAL``) and keeps the old names as
+#: deprecated aliases: a site's CSV may list either
+NVLINK5_COUNTERS: tuple[tuple[str, float], ...] = (
+    ("DCGM_FI_DEV_NVLINK_RX_SYMBOL_ERROR_TOTAL", 1e5),
+    ("DCGM_FI_DEV_NVLINK_EFFECTIVE_ERROR_TOTAL", 100.0),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_EVENT_TOTAL", 0.05),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_FAILED_TOTAL", 0.05),
+    ("DCGM_FI_DEV_NVLINK_COUNT_RX_SYMBOL_ERRORS", 1e5),
+    ("DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS", 100.0),
+    ("DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS", 0.05),
+    ("DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS", 0.05),
+)
+
+#: The kernel's clock source fallbacks: when its watchdog finds the TSC skewing against
+#: another clock ("Marking clocksource 'tsc' as unstable because the skew is too large", seen
+#: on 8-NUMA-node servers: Linux commit 6446495535, ``kernel/time/clocksource.c``) it switches
+#: to the next best, an HPET or the ACPI PM timer, each read of which is a device access
+#: rather than an instruction: clock reads, which a training step makes by the thousand, turn
+#: slow.  jiffies is the last resort.  The TSC, arm64's ``arch_sys_counter`` and a VM's
+#: ``kvm-clock`` are fast
+SLOW_CLOCKSOURCES = "hpet|acpi_pm|jiffies|refined-jiffies"
+CLOCKSOURCE_SERIES = "node_time_clocksource_current_info"
+#: 1 where the node's current clock source is a slow fallback, 0 where it is another (node
+#: exporter's time collector, on by default: one series per node, labelled ``clocksource``)
+CLOCKSOURCE_SLOW = "instance:node_time_clocksource_current_info:slow"
+_CLOCKSOURCE_EXPR = (
+    "last_over_time(" + CLOCKSOURCE_SERIES + '{{clocksource=~"' + SLOW_CLOCKSOURCES + '",'
+    "{matchers}}}[{lookback}s]) or 0 * last_over_time({sel}[{lookback}s])"
+)
+
+#: events-scale floors of the repaired-symbol counters (their ``lo``; see the catalog entry)
+NVLINK5_FLOORS = {
+    "DCGM_FI_DEV_NVLINK_RX_SYMBOL_ERROR_TOTAL": 100.0,
+    "DCGM_FI_DEV_NVLINK_COUNT_RX_SYMBOL_ERRORS": 100.0,
+}
+
 #: The default set: the issue's twelve metrics, the per-device minima of the IB receive rate
 #: and of the NVLink counter, the last Xid and the GPU and IB port counts.
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
@@ -187,7 +242,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # speed carries on without an error while the whole job waits on it (NHC's check_hw_ib and
     # ibstat read the same field at boot; this watches it while the job runs).  Range: NDR
     # 400 Gb/s = 5e10 B/s; an XDR port widens it from the data
-    MetricSpec(LINK_RATE, "node", "gauge", "min", 0, 50e9),
+    MetricSpec(LINK_RATE, "node", "gauge", "min", 0, 50e9, hardware=True),
     # packets received with errors (sysfs port_rcv_errors: symbol/CRC-level damage on the link),
     # summed over ports; sparse benign increments are what the burst test is for.  The range:
     # a failing cable logs up to ~10/s (HDR at 50 GB/s moves ~12 M packets/s: 1 ppm)
@@ -281,8 +336,8 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # error while the whole job waits on its transfers (NHC and gpud read the same at boot).
     # A GPU idling lowers its generation (power saving), as all do in a checkpoint and an idle
     # GPU by design does all along (its own normal); the width holds
-    MetricSpec("DCGM_FI_DEV_PCIE_LINK_WIDTH", "dcgm", "gauge", "min", 0, 16),
-    MetricSpec("DCGM_FI_DEV_PCIE_LINK_GEN", "dcgm", "gauge", "min", 0, 6),
+    MetricSpec("DCGM_FI_DEV_PCIE_LINK_WIDTH", "dcgm", "gauge", "min", 0, 16, hardware=True),
+    MetricSpec("DCGM_FI_DEV_PCIE_LINK_GEN", "dcgm", "gauge", "min", 0, 6, hardware=True),
     # the host's memory (node_exporter's edac collector, on by default, per memory controller
     # summed): corrected errors arriving in a burst are a DIMM failing (the kernel calls 15
     # CMCIs a second a storm and stops listening), uncorrected ones the machine's memory lost
@@ -380,7 +435,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # the lowest logical state of the node's IB ports (1 down, 2 init, 4 active): a port that
     # left Active while its series stay (the count of ports holds) -- a port unused by design
     # holds the node's minimum low all along, its own normal
-    MetricSpec("node_infiniband_state_id", "node", "gauge", "min", 0, 5),
+    MetricSpec("node_infiniband_state_id", "node", "gauge", "min", 0, 5, hardware=True),
     # the kernel's OOM killer (/proc/vmstat oom_kill; untyped in node_exporter, a count since
     # boot): a rank killed for the host's memory; one is the evidence (scale "latch")
     MetricSpec("node_vmstat_oom_kill", "node", "counter", "sum", 0, 0.05, "latch"),
@@ -388,7 +443,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # timeout "stuck" and reports device_error 1 until it answers), summed: a node whose NFS or
     # parallel-filesystem client hangs stalls its ranks' reads and checkpoints while its peers'
     # answer.  A mount that errors all along (a FUSE mount root cannot stat) is the node's normal
-    MetricSpec("node_filesystem_device_error", "node", "gauge", "sum", 0, 1),
+    MetricSpec("node_filesystem_device_error", "node", "gauge", "sum", 0, 1, hardware=True),
     # The GPU's memory: double-bit (uncorrectable) ECC errors since the driver loaded, rows
     # remapped for uncorrectable errors (Ampere and later) and pages retired for double-bit
     # errors (before Ampere) -- each increment an uncorrectable error the GPU just took -- and
@@ -400,7 +455,31 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "dcgm", "counter", "sum", 0, 0.05, "latch"
     ),
     MetricSpec("DCGM_FI_DEV_RETIRED_DBE", "dcgm", "counter", "sum", 0, 0.05, "latch"),
-    MetricSpec("DCGM_FI_DEV_ROW_REMAP_FAILURE", "dcgm", "gauge", "max", 0, 1),
+    MetricSpec("DCGM_FI_DEV_ROW_REMAP_FAILURE", "dcgm", "gauge", "max", 0, 1, hardware=True),
+    # Round 10: NVLink 5's own link counters (Blackwell; DCGM fields 1212-1214 and 1219,
+    # "NVLink5+ only. Returns aggregate value across all links"; a site lists them in its
+    # counters CSV): the raw symbol errors forward error correction repaired, the errors it
+    # could not repair, and the link's recoveries, successful or failed.  Healthy links repair
+    # a steady trickle whose rate differs from link to link by decades (corpus v8, seen: four
+    # healthy nodes at 0.6-1.5 a second against peers at 0.4 were called faulty without a
+    # floor), so repaired symbols count from 100 a second: no NVIDIA limit is published for
+    # them; it is DCGM's limit for NVLink CRC errors, taken by analogy (a GUESS)
+    *(
+        MetricSpec(name, "dcgm", "counter", "sum", NVLINK5_FLOORS.get(name, 0.0), hi, "events")
+        for name, hi in NVLINK5_COUNTERS
+    ),
+    # the node's kernel fell back from the TSC to a slow clock source (:data:`SLOW_CLOCKSOURCES`)
+    # while its peers keep theirs: its host code runs slow and the whole job waits on it
+    MetricSpec(
+        CLOCKSOURCE_SLOW,
+        "node",
+        "gauge",
+        "max",
+        0,
+        1,
+        derived=(CLOCKSOURCE_SERIES, _CLOCKSOURCE_EXPR),
+        hardware=True,
+    ),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}

@@ -17,7 +17,7 @@ from scipy.ndimage import median_filter
 from scipy.stats import poisson
 
 from aegis_slurm.metrics.align import Aligned
-from aegis_slurm.metrics.catalog import HARDWARE_XIDS, spec_for
+from aegis_slurm.metrics.catalog import HARDWARE_XIDS, is_hardware, spec_for
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,20 @@ class Params:
     # opened" -- one increment is the evidence, held, where the events scale asks for errors
     # still arriving a continuity later (:func:`latched`); False: read on the events scale
     latch: bool = True
+    # when a node's hardware speaks (a port down, a hardware Xid, a device lost, an error
+    # counter: catalog ``is_hardware``), a node whose GPUs merely went idle with it -- its ranks
+    # aborted because their peer's did (NCCL's connections to the dead rank fail), with no
+    # evidence of its own -- is reported under ``collateral``, not as a fault
+    # (:func:`collateral_of`); False: every such node is faulty
+    collateral: bool = True
+    # a window that opens with the job's launch (in its warm-up) is judged from when the job
+    # first ran at its level (:func:`job_running`) for a continuity, if that is later than the
+    # warm-up: before the first
+    # training step, ranks that finished loading or compiling wait for the others in a
+    # collective (GPU utilisation 100, NCCL spinning) and the ones still compiling look idle
+    # next to them; nothing the job does before it has run says which machine is slow.  A job
+    # that never runs at its level in the window keeps the plain warm-up; False: the warm-up
+    launch_wait: bool = True
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,9 @@ class Result:
     per_metric: dict[str, list[Finding]] = field(default_factory=dict)
     #: node -> epoch seconds at which it left the job (:func:`departed_at`), not a fault
     departed: dict[str, float] = field(default_factory=dict)
+    #: node -> (epoch seconds its GPUs went idle, the node whose hardware fault it went idle
+    #: with) (:func:`collateral_of`), not a fault
+    collateral: dict[str, tuple[float, str]] = field(default_factory=dict)
 
 
 def _quiet(fn, X: np.ndarray) -> np.ndarray:
@@ -374,21 +391,33 @@ def reference_statistic(metric: str, p: Params) -> str | None:
     (``"xid"``).  A GPU lost three minutes into a five-minute span would otherwise be most of
     the span and the node's "normal" (corpus v6, seen: a GPU lost 2 minutes after the
     warm-up); a node already short of a device, or holding a stale hardware Xid, when the span
-    opens is still its own normal."""
+    opens is still its own normal.
+
+    The catalog's hardware state gauges (``MetricSpec.hardware``: a port's state and rate, a
+    PCIe link's width and generation, a failed row remap, a hung mount, a slow clock source)
+    are such states too (round 10): their best is the highest where the catalog takes the
+    node's lowest (``agg`` "min": a port down, a link narrower), else the lowest (corpus v8,
+    seen: a clock source that fell back 1.6 minutes into the span was the node's normal)."""
     if not p.scales:
         return None
-    return {"devices": "max", "xid": "min"}.get(spec_for(metric).scale)
+    spec = spec_for(metric)
+    if spec.hardware:
+        return "max" if spec.agg == "min" else "min"
+    return {"devices": "max", "xid": "min"}.get(spec.scale)
 
 
-def steady_steps(X: np.ndarray, lo: float | None) -> np.ndarray:
+def steady_steps(X: np.ndarray, lo: float | None, at_least: bool = False) -> np.ndarray:
     """Time steps at which the peers' median is near the job's typical level (:func:`job_level`):
-    within a quarter of that level's distance from the floor ``lo`` (0 without one)."""
+    within a quarter of that level's distance from the floor ``lo`` (0 without one); with
+    ``at_least``, anywhere above that band's lower edge too."""
     med = peer_median(X)
     level = job_level(X)
     base = 0.0 if lo is None else lo
     if not np.isfinite(level) or level == base:
         return np.ones(X.shape[1], bool)
     with np.errstate(invalid="ignore"):
+        if at_least:
+            return (med - level) * np.sign(level - base) >= -0.25 * abs(level - base)
         return np.abs(med - level) <= 0.25 * abs(level - base)
 
 
@@ -541,6 +570,10 @@ def latched(X: np.ndarray) -> np.ndarray:
         return out
     idx = np.where(~np.isnan(X), np.arange(T)[None, :], 0)
     held = np.take_along_axis(X, np.maximum.accumulate(idx, axis=1), axis=1)  # last seen
+    # an increase undone at the next scrape is no event: for one step after a relabelling
+    # (dcgm-exporter adding its hpc_job label when a job starts) ``sum by`` counts a GPU's old
+    # and new series both, and the node's count doubles and falls back (session-10 review)
+    held[:, :-1] = np.minimum(held[:, :-1], held[:, 1:])
     rise = np.diff(held, axis=1, prepend=held[:, :1]) > 0
     counted = np.logical_or.accumulate(np.nan_to_num(rise), axis=1).astype(float)
     return np.where(np.isnan(X), np.nan, counted)
@@ -854,6 +887,10 @@ def deviation(
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
+        if p.scales and p.latch and spec_for(metric).scale == "latch":
+            # one-sided: a node that counted no event is never evidence, however many of its
+            # peers did (a job-wide OOM leaves the spared nodes far from the median)
+            d = np.where(np.nan_to_num(N) > 0.5, d, np.where(np.isnan(d), d, 0.0))
         dev = d if dev is None else np.minimum(dev, d)
     return dev, judged, since
 
@@ -980,7 +1017,7 @@ UTILISATION = "DCGM_FI_DEV_GPU_UTIL"
 IDLE_UTIL = 5.0
 
 
-def job_running(aligned: Aligned, p: Params) -> np.ndarray:
+def job_running(aligned: Aligned, p: Params, at_least: bool = False) -> np.ndarray:
     """Per step: the job runs at its typical level -- most of the coupled throughputs (power,
     tensor duty, link bytes) with a peers' median at that step are :func:`steady_steps` (one
     may be bursty by nature: PCIe bytes of a job that stages data in spurts).  False where none
@@ -994,9 +1031,20 @@ def job_running(aligned: Aligned, p: Params) -> np.ndarray:
             continue
         X = series(aligned, m, p)
         has = ~np.isnan(peer_median(X))
-        steady += steady_steps(X, spec.lo) & has
+        steady += steady_steps(X, spec.lo, at_least) & has
         seen += has
     return (seen > 0) & (steady > seen / 2)
+
+
+def first_run(running: np.ndarray, k: int) -> int | None:
+    """The first step at which the job runs at its level (:func:`job_running`) and does so for
+    at least half of the ``k`` steps from there on; None if it never does."""
+    T = running.size
+    if k > T or k < 1:
+        return None
+    share = np.convolve(running.astype(float), np.ones(k), "valid") / k  # over [s, s + k)
+    ok = running[: share.size] & (share >= 0.5)
+    return int(ok.argmax()) if ok.any() else None
 
 
 def opens_mid_job(running: np.ndarray, times: np.ndarray, span: float) -> bool:
@@ -1078,6 +1126,62 @@ def explained_by_departure(f: Finding, row: int, held: np.ndarray, times: np.nda
     return j < times.size and bool(held[row, j])
 
 
+def idle_since(util: np.ndarray, times: np.ndarray, k: int) -> np.ndarray:
+    """Per node, when its GPUs went idle for good after having worked (epoch seconds; ``inf``:
+    they did not): the first step of the last run of idle steps (:data:`IDLE_UTIL`) that
+    lasts ``k`` steps and reaches the window's end, lost scrapes carried over."""
+    n, T = util.shape
+    out = np.full(n, np.inf)
+    with np.errstate(invalid="ignore"):
+        idle = np.where(np.isnan(util), True, util <= IDLE_UTIL)
+        worked = np.maximum.accumulate(util > IDLE_UTIL, axis=1)
+    for i in range(n):
+        if not worked[i].any() or not idle[i, -1]:
+            continue
+        busy = np.flatnonzero(~idle[i])
+        start = int(busy[-1]) + 1 if busy.size else 0
+        if T - start >= k and not np.isnan(util[i, start:]).all():
+            out[i] = times[start]
+    return out
+
+
+def collateral_of(
+    best: dict[str, Finding],
+    per_metric: dict[str, list[Finding]],
+    idle_at: dict[str, float],
+    p: Params,
+) -> dict[str, tuple[float, str]]:
+    """The nodes whose findings only say that their GPUs went idle together with another
+    node's *hardware* fault: node -> (when it went idle, that node).
+
+    When one rank dies, the ranks connected to it directly error out at once (NCCL's
+    connections to it fail) while the rest hang until the watchdog: several nodes' GPUs go
+    idle at nearly the same time, and only the one whose hardware speaks (a port down, a
+    hardware Xid, a lost GPU, an error counter; catalog ``is_hardware``) is the fault.  A node
+    is collateral when it has no hardware finding, its first finding comes once its GPUs went
+    idle for good (``idle_at``, :func:`idle_since`), and that happened between a window before
+    the other node's fault began (its hardware finding less the continuity and the rate
+    window) and a continuity after that finding.  A node that slowed before it stopped, or
+    that carries evidence of its own, stays faulty.
+    """
+    hardware: dict[str, float] = {}
+    for m, found in per_metric.items():
+        if is_hardware(spec_for(m)):
+            for f in found:
+                hardware[f.node] = min(hardware.get(f.node, np.inf), f.first_detected)
+    out: dict[str, tuple[float, str]] = {}
+    for node, f in best.items():
+        t = idle_at.get(node, np.inf)
+        if node in hardware or not np.isfinite(t) or f.first_detected < t:
+            continue
+        for other, h in sorted(hardware.items(), key=lambda kv: kv[1]):
+            began = h - p.continuity - p.rate_window
+            if other != node and began - p.window <= t <= h + p.continuity:
+                out[node] = (float(t), other)
+                break
+    return out
+
+
 def detect(
     aligned: Aligned,
     priority: list[str],
@@ -1110,6 +1214,19 @@ def detect(
     if p.reference_start < 0:
         mid = opens_mid_job(running, aligned.times, 2 * p.window)
         p = replace(p, reference_start=0.0 if mid else p.warmup)
+        # a launch: the window opens in the job's warm-up (``watch`` sets it to 0 for a window
+        # past it); the job first runs at its level where it does so for most of the next
+        # continuity (a checkpoint pause is no stop, a single steady step no start)
+        # (at or *above* its typical level: a fault that slowed the job early makes the slowed
+        # level the typical one, and the job ran faster before it)
+        first = None
+        if not mid and p.launch_wait and p.warmup > 0:
+            k = max(round(p.continuity / aligned.step), 1)
+            first = first_run(job_running(aligned, p, at_least=True), k)
+        if first is not None:
+            ran = float(aligned.times[first] - aligned.times[0])
+            if ran > p.warmup:
+                p = replace(p, warmup=ran, reference_start=ran)
     machine = machine_gone(aligned, p.quorum) if p.machine_absence else None
     for m in metrics:
         ref = None
@@ -1165,8 +1282,16 @@ def detect(
         for f in per_metric[m]:
             if f.node not in best or f.first_detected < best[f.node].first_detected:
                 best[f.node] = f
-    faulty = sorted(best.values(), key=lambda f: (f.first_detected, f.node))
-    return Result(faulty, windows, per_metric, departed)
+    coll: dict[str, tuple[float, str]] = {}
+    if p.collateral and util is not None:
+        k = max(round(p.window / aligned.step), 1)
+        idle = idle_since(util, aligned.times, k)
+        idle_at = {aligned.nodes[i]: float(t) for i, t in enumerate(idle) if np.isfinite(t)}
+        coll = collateral_of(best, per_metric, idle_at, p)
+    faulty = sorted(
+        (f for f in best.values() if f.node not in coll), key=lambda f: (f.first_detected, f.node)
+    )
+    return Result(faulty, windows, per_metric, departed, coll)
 
 
 def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, dict]:

@@ -172,7 +172,9 @@ def query_expr(spec: MetricSpec, label: str, values: list[str], lookback: float)
         # a rate over at least 4 scrapes (``lookback`` is 1.5 steps), and at least a minute
         rng = max(60, round(4 * lookback / 1.5))
         step = max(round(lookback / 1.5), 1)
-        inner = expr.format(sel=sel, range=rng, lookback=max(int(lookback), 1), step=step)
+        inner = expr.format(
+            sel=sel, matchers=matchers, range=rng, lookback=max(int(lookback), 1), step=step
+        )
         return f"{spec.agg} by ({label}) ({inner})"
     sel = spec.name + matcher
     return f"{spec.agg} by ({label}) (last_over_time({sel}[{max(int(lookback), 1)}s]))"

@@ -25,7 +25,7 @@ import hostlist
 from aegis_slurm.errors import AegisError, ServiceError
 from aegis_slurm.metrics import analyse, iso
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.metrics.catalog import JOB_CAN_CAUSE, spec_for
 from aegis_slurm.metrics.config import MinderConfig
 from aegis_slurm.metrics.detect import Params, job_reference
 from aegis_slurm.metrics.priority import default_priority
@@ -267,6 +267,10 @@ def run_pass(
                 # judged on the absence of one exporter's series only: an exporter crash looks
                 # the same as a dead GPU; alert, never drain on it
                 inc["action"] = "alert (no samples of this metric: exporter down?)"
+            elif f.metric in JOB_CAN_CAUSE:
+                # the job's own memory use kills its ranks as surely as a machine short of
+                # memory: a drain would blame the node for the job (session-10 review)
+                inc["action"] = "alert (an OOM kill may be the job's own doing: not drained)"
             elif no_ref or (
                 offsets is not None
                 and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})

@@ -23,8 +23,10 @@ import polars as pl
 
 from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import (
+    CLOCKSOURCE_SLOW,
     DEFAULT_METRICS,
     NVLINK_RATE_FIELD,
+    SLOW_CLOCKSOURCES,
     is_name_pattern,
     source_matches,
     spec_for,
@@ -100,6 +102,14 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
             frames.append(
                 series.group_by("node", "time")
                 .agg(pl.col("value").count().cast(pl.Float64))
+                .with_columns(metric=pl.lit(spec.name))
+            )
+            continue
+        if spec.name == CLOCKSOURCE_SLOW:  # 1 for a slow fallback clock source, else 0
+            slow = pl.col("device").cast(pl.String).str.contains(f"^(?:{SLOW_CLOCKSOURCES})$")
+            frames.append(
+                series.group_by("node", "time")
+                .agg(slow.cast(pl.Float64).max().alias("value"))
                 .with_columns(metric=pl.lit(spec.name))
             )
             continue

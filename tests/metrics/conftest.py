@@ -78,6 +78,19 @@ EXTRA = {
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 0.0,
     "DCGM_FI_DEV_RETIRED_DBE": 0.0,
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0.0,
+    # round 10: NVLink 5's counters (a healthy link's FEC repairs some symbol errors)
+    "DCGM_FI_DEV_NVLINK_RX_SYMBOL_ERROR_TOTAL": 4000.0,
+    "DCGM_FI_DEV_NVLINK_EFFECTIVE_ERROR_TOTAL": 0.0,
+    "DCGM_FI_DEV_NVLINK_RECOVERY_EVENT_TOTAL": 0.0,
+    "DCGM_FI_DEV_NVLINK_RECOVERY_FAILED_TOTAL": 0.0,
+    # the same fields by their names before DCGM 4.6 (a site lists one or the other)
+    "DCGM_FI_DEV_NVLINK_COUNT_RX_SYMBOL_ERRORS": 4000.0,
+    "DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS": 0.0,
+    "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS": 0.0,
+    "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS": 0.0,
+    # the time collector's current clock source (an info series; no clocksource label here:
+    # not a slow one)
+    "node_time_clocksource_current_info": 1.0,
 }
 
 

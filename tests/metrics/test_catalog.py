@@ -8,12 +8,15 @@ from pathlib import Path
 
 from aegis_slurm.metrics.catalog import (
     BY_NAME,
+    CLOCKSOURCE_SLOW,
     DEFAULT_METRICS,
     HARDWARE_XIDS,
+    NVLINK5_COUNTERS,
     NVLINK_ERROR_COUNTERS,
     NVLINK_MIN,
     NVLINK_RATE_FIELD,
     PAUSE_SENT,
+    SLOW_CLOCKSOURCES,
     is_name_pattern,
     source_matches,
     spec_for,
@@ -27,6 +30,8 @@ NVLINK_BW = "DCGM_FI_DEV_NVLINK_BANDWIDTH_"  # rate-valued fields the CSV types 
 #: not in the shipped default-counters.csv (the issue names it; DCGM field id 1011)
 NOT_IN_DEFAULT_CSV = {
     "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    # NVLink 5's counters (DCGM fields 1212-1214, 1219, both names): go-dcgm-nvlink5-fields.txt
+    *(name for name, _ in NVLINK5_COUNTERS),
     # the PCIe link's current width and generation (DCGM fields 238, 237): PROVENANCE.md
     "DCGM_FI_DEV_PCIE_LINK_WIDTH",
     "DCGM_FI_DEV_PCIE_LINK_GEN",
@@ -154,11 +159,15 @@ def test_derived_metrics_read_a_shipped_series() -> None:
     # (a rate of a counter; DCGM's NVLink bandwidth, a rate the CSV calls a counter, is read
     # as it is); the device counts count a shipped per-device series (any type)
     derived = [m for m in DEFAULT_METRICS if m.derived is not None]
-    assert len(derived) == 5
+    assert len(derived) == 6
     for m in derived:
         source, expr = m.derived
         if is_name_pattern(source):  # the NICs' pause: see the test below
             assert m.name == PAUSE_SENT and expr.startswith("rate(")
+            continue
+        if m.name == CLOCKSOURCE_SLOW:  # an info series: 1 for a slow clock source, else 0
+            assert node_types().get(source) == "gauge" and m.hardware and m.agg == "max"
+            assert f'clocksource=~"{SLOW_CLOCKSOURCES}"' in expr and " or 0 * " in expr
             continue
         shipped = dcgm_types() if m.source == "dcgm" else node_types()
         if m.agg == "count":
@@ -248,3 +257,17 @@ def test_the_pause_a_nic_sends_reads_mlx5s_own_counters() -> None:
     # a plain name is matched as itself, never as a pattern
     assert not is_name_pattern("node_load1") and source_matches("node_load1", "node_load1")
     assert not source_matches("node_load1", "node_load15")
+
+
+def test_nvlink5_counters_are_dcgm_fields_by_both_names() -> None:
+    """DCGM 4.6 renamed NVLink 5's counters and kept the old names as aliases of the same
+    field ids: the catalog reads either, each as an error counter on the events scale."""
+    text = (FIX / "go-dcgm-nvlink5-fields.txt").read_text()
+    ids = {}
+    for name, _ in NVLINK5_COUNTERS:
+        line = next(ln for ln in text.splitlines() if f'"{name}":' in ln)
+        ids[name] = int(line.split(":")[1].strip().rstrip(","))
+        assert BY_NAME[name].kind == "counter" and BY_NAME[name].scale == "events"
+    assert sorted(set(ids.values())) == [1212, 1213, 1214, 1219]
+    assert len(ids) == 8
+    assert "NVLink5+ only. Returns aggregate value across all links." in text

@@ -32,7 +32,7 @@ def test_json_contract_names_the_culprit(files: dict) -> None:
     r = run(str(files["dir"] / "bad.parquet"), "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert set(doc) == {"faulty", "windows", "departed"} and doc["windows"] > 100
+    assert set(doc) == {"faulty", "windows", "departed", "collateral"} and doc["windows"] > 100
     (f,) = doc["faulty"]
     assert set(f) == {"node", "first_detected", "metric", "score"}
     assert f["node"] == files["bad"].node

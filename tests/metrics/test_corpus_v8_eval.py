@@ -38,7 +38,13 @@ def test_minder_against_the_naive_rules_on_corpus_v8(
 #: MemAvailable 1), compile_cache_skew's cold-cache nodes (GPU utilisation 5, pause sent 2).
 #: 162-183 s, 1.1-1.2 GB.  v8 is seen from here on.  Floors a little under: precision, recall,
 #: median delay (min).
-FLOOR = {"minder": (0.74, 0.78, 5.0)}
+#: Round 10 (session 10, designed on v8: seen, not blind): 0.952 / 0.938 (60 of 64) / 4.3 min,
+#: 0 of 60 healthy jobs alarmed (ranks that stopped with another node's hardware fault listed
+#: as collateral; a launch judged from the job's first run; NVLink 5's counters and the
+#: kernel's clock source read; hardware state gauges against the node's best state).  Still
+#: missed: psu_fail_brake_duty 2, gpu_lost_exporter_crashloop 2; false: 3 ring neighbours on
+#: the V100 site, which exports no GPU utilisation.
+FLOOR = {"minder": (0.93, 0.92, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v8_eval
     import sys

@@ -204,3 +204,34 @@ def test_the_pause_a_nic_sends_is_summed_over_its_priorities_and_nics(tmp_path: 
     late = al.times >= t0 + 420  # two minutes after hostC's NIC began pausing
     assert np.allclose(sent[a], 2 * (100.0 + 10.0), rtol=0.01)  # 2 NICs x (PFC + global)
     assert np.allclose(sent[c, late], 6e5 + 100.0 + 3 * 10.0, rtol=0.01)
+
+
+def test_a_slow_clock_source_is_read_from_the_time_collectors_info_series(tmp_path: Path) -> None:
+    # node_exporter's time collector as recorded (one info series per node labelled with the
+    # current clock source, value 1); hostB's kernel marks the TSC unstable after 5 minutes
+    # and switches to the HPET: its tsc series ends and an hpet series begins.  The derived
+    # series is 0 on a TSC (or arm64's arch_sys_counter) and 1 on the HPET, through a real
+    # Prometheus and the real query path.
+    import shutil
+
+    from aegis_slurm.metrics.catalog import CLOCKSOURCE_SERIES, CLOCKSOURCE_SLOW
+
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
+    recorded = (FIX / "node-exporter-e2e-output-excerpt.txt").read_text()
+    assert f'{CLOCKSOURCE_SERIES}{{clocksource="tsc",device="0"}} 1' in recorded
+    t0 = (time.time() // 3600 - 2) * 3600
+    out = [f"# TYPE {CLOCKSOURCE_SERIES} gauge"]
+    for host, source in (("hostA", "tsc"), ("hostB", "tsc"), ("hostC", "arch_sys_counter")):
+        for k in range(41):
+            now = source if host != "hostB" or k < 20 else "hpet"
+            lab = f'clocksource="{now}",device="0",instance="{host}:9100"'
+            out.append(f"{CLOCKSOURCE_SERIES}{{{lab}}} 1 {t0 + 15 * k:.3f}")
+    nodes = ["hostA", "hostB", "hostC"]
+    df = served_and_fetched(tmp_path, out, nodes, t0, [spec_for(CLOCKSOURCE_SLOW)])
+    al = align(df, step=15.0)
+    slow = al.data[CLOCKSOURCE_SLOW]
+    a, b, c = (al.nodes.index(n) for n in nodes)
+    before, after = al.times < t0 + 300, al.times >= t0 + 300 + 30
+    assert np.all(slow[a] == 0) and np.all(slow[c] == 0)
+    assert np.all(slow[b, before] == 0) and np.all(slow[b, after] == 1)

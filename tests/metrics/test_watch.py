@@ -193,3 +193,41 @@ def test_a_reference_span_still_in_progress_is_used_but_not_kept(
     rep = run_pass(cfg, prom_job.url, [job], prom_job.end, state)
     assert rep.jobs_checked == 1 and rep.prometheus_ok
     assert "80" not in state["references"]
+
+
+def test_an_oom_kill_is_alerted_never_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the table Prometheus would answer: gpu0003's kernel OOM-kills a rank 21 minutes in (its
+    # count since boot goes 0 -> 1); the OOM killer fires for a rank that loads too much as
+    # for a machine short of memory, so the node is reported and never drained
+    import polars as pl
+
+    from aegis_slurm.metrics import watch
+    from aegis_slurm.simulate.metrics import simulate_job
+
+    df, _ = simulate_job(8, 30, None, seed=44)
+    base = df.filter(pl.col("metric") == "node_load1")
+    t0 = base["time"].min()
+    oom = base.with_columns(
+        metric=pl.lit("node_vmstat_oom_kill"),
+        value=pl.when(
+            (pl.col("node") == "gpu0003") & (pl.col("time") > t0 + pl.duration(minutes=21))
+        )
+        .then(1.0)
+        .otherwise(0.0),
+    )
+    df = pl.concat([df, oom])
+    monkeypatch.setattr(watch, "fetch_job", lambda *a, **k: df)
+    drained: list[str] = []
+    monkeypatch.setattr(watch, "_drain", lambda cfg, node, *a: drained.append(node) or "drains")
+    nodes = sorted(df["node"].unique().to_list())
+    t = df["time"].dt.epoch("s")
+    job = JobWindow("91", nodes, float(t.min()), float(t.max()))
+    rep = run_pass(config(tmp_path, drain=True), "http://127.0.0.1:9", [job], job.end, {})
+    found = {i["node"]: (i["metric"], i["action"]) for i in rep.new}
+    assert found["gpu0003"] == (
+        "node_vmstat_oom_kill",
+        "alert (an OOM kill may be the job's own doing: not drained)",
+    )
+    assert drained == []
