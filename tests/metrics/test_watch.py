@@ -158,26 +158,35 @@ def test_a_corrupt_state_file_never_repeats_an_action(
     assert third.new == []
 
 
-def test_absence_of_one_exporter_is_alerted_never_drained(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # the table Prometheus would answer (its own path is tested against a real Prometheus):
-    # gpu0005's dcgm-exporter is gone for the whole window, its node_exporter still answers
-    import polars as pl
-
+def _drain_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, df, job_id: str
+) -> tuple[list[dict], list[str]]:
+    """One ``drain = true`` pass over the table Prometheus would answer (its own path is
+    tested against a real Prometheus): the new incidents, and the nodes drained."""
     from aegis_slurm.metrics import watch
-    from aegis_slurm.simulate.metrics import simulate_job
 
-    df, _ = simulate_job(8, 30, None, seed=44)
-    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.contains("DCGM_")))
     monkeypatch.setattr(watch, "fetch_job", lambda *a, **k: df)
     drained: list[str] = []
     monkeypatch.setattr(watch, "_drain", lambda cfg, node, *a: drained.append(node) or "drains")
     nodes = sorted(df["node"].unique().to_list())
     t = df["time"].dt.epoch("s")
-    job = JobWindow("90", nodes, float(t.min()), float(t.max()))
+    job = JobWindow(job_id, nodes, float(t.min()), float(t.max()))
     rep = run_pass(config(tmp_path, drain=True), "http://127.0.0.1:9", [job], job.end, {})
-    actions = {i["node"]: i["action"] for i in rep.new}
+    return rep.new, drained
+
+
+def test_absence_of_one_exporter_is_alerted_never_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # gpu0005's dcgm-exporter is gone for the whole window, its node_exporter still answers
+    import polars as pl
+
+    from aegis_slurm.simulate.metrics import simulate_job
+
+    df, _ = simulate_job(8, 30, None, seed=44)
+    df = df.filter(~((pl.col("node") == "gpu0005") & pl.col("metric").str.contains("DCGM_")))
+    new, drained = _drain_pass(tmp_path, monkeypatch, df, "90")
+    actions = {i["node"]: i["action"] for i in new}
     assert actions.get("gpu0005", "").startswith("alert (no samples of this metric")
     assert drained == []
 
@@ -198,12 +207,11 @@ def test_a_reference_span_still_in_progress_is_used_but_not_kept(
 def test_an_oom_kill_is_alerted_never_drained(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the table Prometheus would answer: gpu0003's kernel OOM-kills a rank 21 minutes in (its
-    # count since boot goes 0 -> 1); the OOM killer fires for a rank that loads too much as
-    # for a machine short of memory, so the node is reported and never drained
+    # gpu0003's kernel OOM-kills a rank 21 minutes in (its count since boot goes 0 -> 1); the
+    # OOM killer fires for a rank that loads too much as for a machine short of memory, so the
+    # node is reported and never drained
     import polars as pl
 
-    from aegis_slurm.metrics import watch
     from aegis_slurm.simulate.metrics import simulate_job
 
     df, _ = simulate_job(8, 30, None, seed=44)
@@ -217,15 +225,8 @@ def test_an_oom_kill_is_alerted_never_drained(
         .then(1.0)
         .otherwise(0.0),
     )
-    df = pl.concat([df, oom])
-    monkeypatch.setattr(watch, "fetch_job", lambda *a, **k: df)
-    drained: list[str] = []
-    monkeypatch.setattr(watch, "_drain", lambda cfg, node, *a: drained.append(node) or "drains")
-    nodes = sorted(df["node"].unique().to_list())
-    t = df["time"].dt.epoch("s")
-    job = JobWindow("91", nodes, float(t.min()), float(t.max()))
-    rep = run_pass(config(tmp_path, drain=True), "http://127.0.0.1:9", [job], job.end, {})
-    found = {i["node"]: (i["metric"], i["action"]) for i in rep.new}
+    new, drained = _drain_pass(tmp_path, monkeypatch, pl.concat([df, oom]), "91")
+    found = {i["node"]: (i["metric"], i["action"]) for i in new}
     assert found["gpu0003"] == (
         "node_vmstat_oom_kill",
         "alert (an OOM kill may be the job's own doing: not drained)",
