@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -188,9 +188,43 @@ def fetch_job(
     metrics: list[MetricSpec],
     step: float = 15.0,
 ) -> pl.DataFrame:
-    """The job's long table (``time, node, metric, value``) over ``[start, end]``."""
+    """The job's long table (``time, node, metric, value``) over ``[start, end]``.
+
+    dcgm-exporter named its host label ``Hostname`` and renamed it ``hostname`` (NVIDIA/
+    dcgm-exporter #655, after 4.8.2): with either name configured, DCGM series found under
+    neither are asked for once more under the other, so an exporter upgrade does not silently
+    leave every GPU metric out."""
     if not nodes:
         raise ConfigError("the job has no nodes to query")
+    frames = _fetch_frames(cfg, nodes, start, end, metrics, step)
+    dcgm = [m for m in metrics if m.source == "dcgm"]
+    got_dcgm = any(f["metric"][0] in {m.name for m in dcgm} for f in frames)
+    if dcgm and not got_dcgm and cfg.dcgm_label in DCGM_HOST_LABELS:
+        other = next(name for name in DCGM_HOST_LABELS if name != cfg.dcgm_label)
+        frames += _fetch_frames(replace(cfg, dcgm_label=other), nodes, start, end, dcgm, step)
+    schema = {"t": pl.Float64, "node": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64}
+    df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    return df.select(
+        (pl.col("t") * 1e6).cast(pl.Int64).cast(pl.Datetime("us", "UTC")).alias("time"),
+        "node",
+        "metric",
+        "value",
+    )
+
+
+#: dcgm-exporter's host label before and after its #655
+DCGM_HOST_LABELS = ("Hostname", "hostname")
+
+
+def _fetch_frames(
+    cfg: PromConfig,
+    nodes: list[str],
+    start: float,
+    end: float,
+    metrics: list[MetricSpec],
+    step: float,
+) -> list[pl.DataFrame]:
+    """One range query per metric; a frame (``t, node, metric, value``) per series found."""
     frames = []
     for spec in metrics:
         label, template = cfg.label(spec)
@@ -231,14 +265,7 @@ def fetch_job(
                     },
                 )
             )
-    schema = {"t": pl.Float64, "node": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64}
-    df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-    return df.select(
-        (pl.col("t") * 1e6).cast(pl.Int64).cast(pl.Datetime("us", "UTC")).alias("time"),
-        "node",
-        "metric",
-        "value",
-    )
+    return frames
 
 
 def _pairs(vals: object, url: str) -> tuple[np.ndarray, np.ndarray]:

@@ -235,3 +235,28 @@ def test_a_slow_clock_source_is_read_from_the_time_collectors_info_series(tmp_pa
     before, after = al.times < t0 + 300, al.times >= t0 + 300 + 30
     assert np.all(slow[a] == 0) and np.all(slow[c] == 0)
     assert np.all(slow[b, before] == 0) and np.all(slow[b, after] == 1)
+
+
+def test_dcgm_series_under_the_renamed_hostname_label_are_found(tmp_path: Path) -> None:
+    # dcgm-exporter after 4.8.2 labels its series `hostname`, no longer `Hostname` (NVIDIA/
+    # dcgm-exporter #655, whose commit the recorded README excerpt is from): with the default
+    # configuration the GPU series are still found, through a real Prometheus
+    import shutil
+
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
+    t0 = (time.time() // 3600 - 2) * 3600
+    out = ["# TYPE DCGM_FI_DEV_GPU_TEMP gauge", "# TYPE node_load1 gauge"]
+    for host in ("hostA", "hostB"):
+        for k in range(41):
+            for gpu in (0, 1):
+                lab = f'gpu="{gpu}",hostname="{host}",instance="{host}:9400"'
+                out.append(f"DCGM_FI_DEV_GPU_TEMP{{{lab}}} {60 + gpu} {t0 + 15 * k:.3f}")
+            out.append(f'node_load1{{instance="{host}:9100"}} 3 {t0 + 15 * k:.3f}')
+    nodes = ["hostA", "hostB"]
+    specs = [spec_for("DCGM_FI_DEV_GPU_TEMP"), spec_for("node_load1")]
+    assert PromConfig("http://p").dcgm_label == "Hostname"  # the default, before #655
+    df = served_and_fetched(tmp_path, out, nodes, t0, specs)
+    temp = df.filter(pl.col("metric") == "DCGM_FI_DEV_GPU_TEMP")
+    assert set(temp["node"]) == set(nodes) and temp["value"].max() == 61.0  # max over GPUs
+    assert df.filter(pl.col("metric") == "node_load1").height == temp.height
