@@ -151,18 +151,19 @@ VIRTUAL_NICS = (
 #: (13 graphics exception, 31 MMU fault, 43 stopped channel, 45 preemptive cleanup) are not.
 HARDWARE_XIDS: frozenset[int] = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
 
-#: NVLink 5 counters (NVIDIA/go-dcgm ``const_fields.go``): name, the events scale's full rate.
+#: NVLink 5 counters (NVIDIA/go-dcgm ``const_fields.go``) and their events-scale floor and
+#: full rate (the repaired-symbol floor: see the catalog entry).
 #: DCGM 4.6 renamed fields 1212-1214 and 1219 (``*_TOTAL``) and keeps the old names as
 #: deprecated aliases: a site's CSV may list either
-NVLINK5_COUNTERS: tuple[tuple[str, float], ...] = (
-    ("DCGM_FI_DEV_NVLINK_RX_SYMBOL_ERROR_TOTAL", 1e5),
-    ("DCGM_FI_DEV_NVLINK_EFFECTIVE_ERROR_TOTAL", 100.0),
-    ("DCGM_FI_DEV_NVLINK_RECOVERY_EVENT_TOTAL", 0.05),
-    ("DCGM_FI_DEV_NVLINK_RECOVERY_FAILED_TOTAL", 0.05),
-    ("DCGM_FI_DEV_NVLINK_COUNT_RX_SYMBOL_ERRORS", 1e5),
-    ("DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS", 100.0),
-    ("DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS", 0.05),
-    ("DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS", 0.05),
+NVLINK5_COUNTERS: tuple[tuple[str, float, float], ...] = (  # name, lo (the floor), hi
+    ("DCGM_FI_DEV_NVLINK_RX_SYMBOL_ERROR_TOTAL", 100.0, 1e5),
+    ("DCGM_FI_DEV_NVLINK_EFFECTIVE_ERROR_TOTAL", 0.0, 100.0),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_EVENT_TOTAL", 0.0, 0.05),
+    ("DCGM_FI_DEV_NVLINK_RECOVERY_FAILED_TOTAL", 0.0, 0.05),
+    ("DCGM_FI_DEV_NVLINK_COUNT_RX_SYMBOL_ERRORS", 100.0, 1e5),
+    ("DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS", 0.0, 100.0),
+    ("DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS", 0.0, 0.05),
+    ("DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS", 0.0, 0.05),
 )
 
 #: The kernel's clock source fallbacks: when its watchdog finds the TSC skewing against
@@ -181,12 +182,6 @@ _CLOCKSOURCE_EXPR = (
     "last_over_time(" + CLOCKSOURCE_SERIES + '{{clocksource=~"' + SLOW_CLOCKSOURCES + '",'
     "{matchers}}}[{lookback}s]) or 0 * last_over_time({sel}[{lookback}s])"
 )
-
-#: events-scale floors of the repaired-symbol counters (their ``lo``; see the catalog entry)
-NVLINK5_FLOORS = {
-    "DCGM_FI_DEV_NVLINK_RX_SYMBOL_ERROR_TOTAL": 100.0,
-    "DCGM_FI_DEV_NVLINK_COUNT_RX_SYMBOL_ERRORS": 100.0,
-}
 
 #: The default set: the issue's twelve metrics, the per-device minima of the IB receive rate
 #: and of the NVLink counter, the last Xid and the GPU and IB port counts.
@@ -389,7 +384,8 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         10,
         "events",
         exclude_devices=VIRTUAL_NICS,
-    ),  # Round 9: the local error counters and states the exporters ship that no earlier round
+    ),
+    # Round 9: the local error counters and states the exporters ship that no earlier round
     # read, each named by its source (tests/fixtures/metrics/PROVENANCE.md), not by a corpus.
     # Frames the NIC failed to send (sysfs tx_errors: carrier, FIFO, aborted), the transmit
     # side of receive_errs
@@ -465,8 +461,8 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # floor), so repaired symbols count from 100 a second: no NVIDIA limit is published for
     # them; it is DCGM's limit for NVLink CRC errors, taken by analogy (a GUESS)
     *(
-        MetricSpec(name, "dcgm", "counter", "sum", NVLINK5_FLOORS.get(name, 0.0), hi, "events")
-        for name, hi in NVLINK5_COUNTERS
+        MetricSpec(name, "dcgm", "counter", "sum", lo, hi, "events")
+        for name, lo, hi in NVLINK5_COUNTERS
     ),
     # the node's kernel fell back from the TSC to a slow clock source (:data:`SLOW_CLOCKSOURCES`)
     # while its peers keep theirs: its host code runs slow and the whole job waits on it

@@ -126,12 +126,12 @@ class Params:
     # (:func:`collateral_of`); False: every such node is faulty
     collateral: bool = True
     # a window that opens with the job's launch (in its warm-up) is judged from when the job
-    # first ran at its level (:func:`job_running`) for a continuity, if that is later than the
-    # warm-up: before the first
-    # training step, ranks that finished loading or compiling wait for the others in a
-    # collective (GPU utilisation 100, NCCL spinning) and the ones still compiling look idle
-    # next to them; nothing the job does before it has run says which machine is slow.  A job
-    # that never runs at its level in the window keeps the plain warm-up; False: the warm-up
+    # first ran at or above its level (:func:`first_run`), if that is later than the warm-up:
+    # before the first training step, ranks that finished loading or compiling wait for the
+    # others in a collective (GPU utilisation 100, NCCL spinning) and the ones still compiling
+    # look idle next to them; nothing the job does before it has run says which machine is
+    # slow.  A job that never runs at its level in the window keeps the plain warm-up; False:
+    # the warm-up
     launch_wait: bool = True
 
 
@@ -669,6 +669,15 @@ def on_events_scale(metric: str, p: Params) -> bool:
     return p.scales and (sc == "events" or (sc == "latch" and not p.latch))
 
 
+def on_latch_scale(metric: str, p: Params) -> bool:
+    """Whether the metric is read as "has it counted in the window" (:func:`latched`)."""
+    return p.scales and p.latch and spec_for(metric).scale == "latch"
+
+
+#: the scales of counters (a rate of errors, a fault counted): never a node's normal
+COUNTING_SCALES = ("events", "latch")
+
+
 def event_steps(metric: str, p: Params, step: float) -> int:
     """Windows in a row that make a finding: ``continuity / step``, plus ``rate_window / step`` on
     an error counter (catalog scale ``events``) with ``p.event_continuity``.
@@ -727,8 +736,7 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
         X = hardware_xid(X)
     if spec.agg == "count" and p.machine_absence:
         X = zero_count(aligned, metric)
-    latch = p.scales and p.latch and spec.scale == "latch"
-    if latch:
+    if on_latch_scale(metric, p):
         X = latched(X)
     elif spec.kind == "counter":
         events = on_events_scale(metric, p)
@@ -767,7 +775,7 @@ def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
         return normalise(X, 0.0, 1.0)
     if not p.physical_range:
         return normalise(X)
-    if p.scales and spec.scale == "latch" and p.latch:  # already 0/1 (:func:`series`)
+    if on_latch_scale(metric, p):  # already 0/1 (:func:`series`)
         return normalise(X, 0.0, 1.0)
     if on_events_scale(metric, p) and spec.hi is not None:
         return event_scale(X, p.rate_window, spec.hi, (spec.lo or 0.0) if p.event_floors else 0.0)
@@ -809,7 +817,7 @@ def node_reference(
     # earlier, from before they loaded -- and would "join" at the span's first step (v5, seen)
     dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, 0)
     steady = None
-    if p.steady and not (p.scales and spec_for(metric).scale in ("events", "latch")):
+    if p.steady and not (p.scales and spec_for(metric).scale in COUNTING_SCALES):
         steady = steady_steps(X, floor_of(metric, p))
     # a late starter may match its peers only after the span: it joins up to ``join_until``
     until = start + span if join_until is None else max(start + span, join_until)
@@ -857,9 +865,9 @@ def prepare(
     # an error counter's rate is never a node's normal (``event_reference``); a latch counts
     # from the window's first sample, so it has none to remove -- an event inside the
     # reference span would otherwise be taken for the node's normal
-    if ref is None or (p.scales and spec.scale in ("events", "latch") and not p.event_reference):
+    counts = spec.scale in COUNTING_SCALES
+    if ref is None or (p.scales and counts and not p.event_reference):
         return [scale(X, metric, p)], since
-    counts = spec.scale in ("events", "latch")
     lo = floor_of(metric, p) if p.gain and (not counts or not p.scales) else None
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
@@ -887,7 +895,7 @@ def deviation(
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
-        if p.scales and p.latch and spec_for(metric).scale == "latch":
+        if on_latch_scale(metric, p):
             # one-sided: a node that counted no event is never evidence, however many of its
             # peers did (a job-wide OOM leaves the spared nodes far from the median)
             d = np.where(np.nan_to_num(N) > 0.5, d, np.where(np.isnan(d), d, 0.0))
@@ -1120,7 +1128,7 @@ def explained_by_departure(f: Finding, row: int, held: np.ndarray, times: np.nda
     """A finding on a level metric (not an Xid, a lost device or an error burst, which stay
     hardware evidence) made while its node was out of the job (``held``: the
     :func:`departure_mask` held for the whole window before the step)."""
-    if spec_for(f.metric).scale in ("xid", "devices", "events", "latch"):
+    if spec_for(f.metric).scale in ("xid", "devices", *COUNTING_SCALES):
         return False
     j = int(np.searchsorted(times, f.first_detected))
     return j < times.size and bool(held[row, j])

@@ -198,7 +198,8 @@ def fetch_job(
         raise ConfigError("the job has no nodes to query")
     frames = _fetch_frames(cfg, nodes, start, end, metrics, step)
     dcgm = [m for m in metrics if m.source == "dcgm"]
-    got_dcgm = any(f["metric"][0] in {m.name for m in dcgm} for f in frames)
+    names = {m.name for m in dcgm}
+    got_dcgm = any(f["metric"][0] in names for f in frames)
     if dcgm and not got_dcgm and cfg.dcgm_label in DCGM_HOST_LABELS:
         other = next(name for name in DCGM_HOST_LABELS if name != cfg.dcgm_label)
         frames += _fetch_frames(replace(cfg, dcgm_label=other), nodes, start, end, dcgm, step)

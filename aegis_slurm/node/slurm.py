@@ -200,7 +200,7 @@ ERRORS = (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed, OSError,
 class Client:
     """scontrol/sacctmgr/sacct as argv lists with a timeout; ``slurm_conf`` is exported as
     SLURM_CONF (the EpilogSlurmctld environment has none; run_argv passes on only PATH and
-    an inherited SLURM_CONF, which this setting overrides)."""
+    an inherited SLURM_CONF and TZ; this setting overrides the SLURM_CONF)."""
 
     timeout: float = 5.0
     slurm_conf: str = ""

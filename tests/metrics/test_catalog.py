@@ -31,7 +31,7 @@ NVLINK_BW = "DCGM_FI_DEV_NVLINK_BANDWIDTH_"  # rate-valued fields the CSV types 
 NOT_IN_DEFAULT_CSV = {
     "DCGM_FI_PROF_NVLINK_TX_BYTES",
     # NVLink 5's counters (DCGM fields 1212-1214, 1219, both names): go-dcgm-nvlink5-fields.txt
-    *(name for name, _ in NVLINK5_COUNTERS),
+    *(name for name, _, _ in NVLINK5_COUNTERS),
     # the PCIe link's current width and generation (DCGM fields 238, 237): PROVENANCE.md
     "DCGM_FI_DEV_PCIE_LINK_WIDTH",
     "DCGM_FI_DEV_PCIE_LINK_GEN",
@@ -264,7 +264,7 @@ def test_nvlink5_counters_are_dcgm_fields_by_both_names() -> None:
     field ids: the catalog reads either, each as an error counter on the events scale."""
     text = (FIX / "go-dcgm-nvlink5-fields.txt").read_text()
     ids = {}
-    for name, _ in NVLINK5_COUNTERS:
+    for name, _, _ in NVLINK5_COUNTERS:
         line = next(ln for ln in text.splitlines() if f'"{name}":' in ln)
         ids[name] = int(line.split(":")[1].strip().rstrip(","))
         assert BY_NAME[name].kind == "counter" and BY_NAME[name].scale == "events"
