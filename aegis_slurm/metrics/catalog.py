@@ -183,6 +183,29 @@ _CLOCKSOURCE_EXPR = (
     "{matchers}}}[{lookback}s]) or 0 * last_over_time({sel}[{lookback}s])"
 )
 
+#: dcgm-exporter's clock-event reasons, DCGM field 112: ``DCGM_FI_DEV_CLOCK_THROTTLE_REASONS``
+#: until DCGM 3.x, ``DCGM_FI_DEV_CLOCKS_EVENT_REASONS`` since (NVML renamed its "throttle
+#: reasons" "clocks event reasons"); in neither shipped CSV, a site lists one.  NVML's bitmask
+CLOCK_REASONS_SERIES = "DCGM_FI_DEV_(CLOCKS_EVENT|CLOCK_THROTTLE)_REASONS"
+#: The bits of the hardware slowdowns (nvml.h ``nvmlClocksEventReason*``): HwSlowdown 0x8 (the
+#: clocks cut by half or more: over temperature, the board's power brake asserted by a failing
+#: power supply, power over the fast-trigger limit), HwThermalSlowdown 0x40, and
+#: HwPowerBrakeSlowdown 0x80 -- the GPU protecting itself, where SwPowerCap 0x4 and
+#: SwThermalSlowdown 0x20 are the driver pacing a busy GPU, as every GPU of a job may be
+HW_SLOWDOWN_BITS = (0x8, 0x40, 0x80)
+#: The share of the last range a node's worst GPU spent in a hardware slowdown (0..1)
+HW_SLOWDOWN = "Hostname:DCGM_FI_DEV_CLOCKS_EVENT_REASONS:hw_slowdown_share"
+# each GPU's reasons as a number (a DCGM blank, >= 1.4e14, dropped; the field name kept as a
+# label, since arithmetic drops it and a site moving between the two names has both), each
+# hardware bit read by PromQL arithmetic (floor(x / bit) % 2: PromQL has no bit operators),
+# any of them set as 1, averaged over the range: a power brake cycling on and off is its duty
+_REASONS = 'label_replace({sel}, "field", "$1", "__name__", "(.+)") < 1.4e14'
+_HW_SLOWDOWN_EXPR = (
+    "avg_over_time(clamp_max("
+    + " + ".join(f"floor(({_REASONS}) / {bit}) % 2" for bit in HW_SLOWDOWN_BITS)
+    + ", 1)[{range}s:{step}s])"
+)
+
 #: The default set: the issue's twelve metrics, the per-device minima of the IB receive rate
 #: and of the NVLink counter, the last Xid and the GPU and IB port counts.
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
@@ -474,6 +497,21 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         0,
         1,
         derived=(CLOCKSOURCE_SERIES, _CLOCKSOURCE_EXPR),
+        hardware=True,
+    ),
+    # Round 11: a GPU in a hardware slowdown (:data:`HW_SLOWDOWN_BITS`) while its peers' are
+    # not: a board whose power supply failed brakes its GPUs in bursts, a GPU past its
+    # hardware thermal limit halves its clocks.  NVML notes HwSlowdown may show during a
+    # P-state or clock change: one scrape is a share of a few percent over the range, a brake
+    # cycling on a quarter of the time or more is far from the peers for the continuity
+    MetricSpec(
+        HW_SLOWDOWN,
+        "dcgm",
+        "gauge",
+        "max",
+        0,
+        1,
+        derived=(CLOCK_REASONS_SERIES, _HW_SLOWDOWN_EXPR),
         hardware=True,
     ),
 )

@@ -133,6 +133,14 @@ class Params:
     # slow.  A job that never runs at its level in the window keeps the plain warm-up; False:
     # the warm-up
     launch_wait: bool = True
+    # a machine's hardware state (its device counts, last Xid, a port's state or rate, a PCIe
+    # link, a clock-event indicator) that reads the same on both sides of a gap in its samples
+    # held through the gap (:func:`held_across_gaps`): a GPU off the bus does not come back
+    # between two scrapes that both miss it.  A dcgm-exporter crash-looping beside a lost GPU
+    # answers a minute in every few, short of a GPU each time, and no run of its answers
+    # reaches the continuity; a gap at the end stays a gap (:func:`ended` reads that).
+    # Only states, never rates: a counter's rate across a gap is unknown.  False: gaps break
+    held_state: bool = True
 
 
 @dataclass(frozen=True)
@@ -736,6 +744,8 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
         X = hardware_xid(X)
     if spec.agg == "count" and p.machine_absence:
         X = zero_count(aligned, metric)
+    if holds_state(metric, p):
+        X = held_across_gaps(X)
     if on_latch_scale(metric, p):
         X = latched(X)
     elif spec.kind == "counter":
@@ -751,6 +761,32 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
     if p.scales and spec.scale == "decades" and spec.lo and spec.hi:
         X = decades(X, spec.lo, spec.hi)
     return X
+
+
+def held_across_gaps(X: np.ndarray) -> np.ndarray:
+    """``X`` with each gap (NaN run) between two samples that read the same filled with that
+    reading; a gap before a node's first sample, after its last, or between two different
+    readings stays NaN (:class:`Params` ``held_state``)."""
+    valid = ~np.isnan(X)
+    if valid.all() or not valid.any():
+        return X
+    T = X.shape[1]
+    idx = np.arange(T)[None, :]
+    last = np.maximum.accumulate(np.where(valid, idx, -1), axis=1)
+    nxt = np.minimum.accumulate(np.where(valid, idx, T)[:, ::-1], axis=1)[:, ::-1]
+    rows = np.arange(X.shape[0])[:, None]
+    before = np.where(last >= 0, X[rows, np.clip(last, 0, T - 1)], np.nan)
+    after = np.where(nxt < T, X[rows, np.clip(nxt, 0, T - 1)], np.nan)
+    return np.where(~valid & (before == after), before, X)
+
+
+def holds_state(metric: str, p: Params) -> bool:
+    """Whether the metric is a hardware state read through gaps (``Params.held_state``): the
+    indicator and device-count scales and the catalog's hardware gauges, never a counter."""
+    spec = spec_for(metric)
+    if not (p.held_state and p.scales) or spec.kind == "counter":
+        return False
+    return spec.hardware or spec.scale in ("xid", "devices")
 
 
 def zero_count(aligned: Aligned, metric: str) -> np.ndarray:

@@ -25,6 +25,8 @@ from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import (
     CLOCKSOURCE_SLOW,
     DEFAULT_METRICS,
+    HW_SLOWDOWN,
+    HW_SLOWDOWN_BITS,
     NVLINK_RATE_FIELD,
     SLOW_CLOCKSOURCES,
     is_name_pattern,
@@ -113,6 +115,14 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
                 .with_columns(metric=pl.lit(spec.name))
             )
             continue
+        if spec.name == HW_SLOWDOWN:  # each GPU's share of time in a hardware slowdown
+            interval = job.dcgm_interval
+            frames.append(
+                hw_slowdown_share(series, max(60.0, 4 * float(interval))).with_columns(
+                    metric=pl.lit(spec.name)
+                )
+            )
+            continue
         if expr.startswith("last_over_time("):  # agg by (node) of each device's value
             frames.append(
                 series.group_by("node", "time")
@@ -130,6 +140,24 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
         )
     cols = [pl.col("time"), pl.col("node", "metric").cast(pl.String), pl.col("value")]
     return pl.concat([f.select(cols) for f in frames])
+
+
+def hw_slowdown_share(series: pl.DataFrame, window: float) -> pl.DataFrame:
+    """The catalog's ``HW_SLOWDOWN`` PromQL: per device, 1 where any hardware-slowdown bit of
+    the reasons bitmask is set (a DCGM blank dropped), averaged over its samples of the last
+    ``window`` seconds; the node's largest share at each scrape."""
+    s = series.filter(pl.col("value") < 1.4e14).with_columns(
+        pl.col("node", "device").cast(pl.String), bits=pl.col("value").cast(pl.Int64)
+    )
+    hw = pl.lit(False)
+    for bit in HW_SLOWDOWN_BITS:
+        hw = hw | ((pl.col("bits") // bit) % 2 == 1)
+    s = s.sort("node", "device", "time").with_columns(
+        share=hw.cast(pl.Float64)
+        .rolling_mean_by("time", window_size=f"{int(window)}s")
+        .over("node", "device")
+    )
+    return s.group_by("node", "time").agg(pl.col("share").max().alias("value"))
 
 
 def per_device_rate(series: pl.DataFrame, window: float, agg: str) -> pl.DataFrame:

@@ -91,6 +91,8 @@ EXTRA = {
     # the time collector's current clock source (an info series; no clocksource label here:
     # not a slow one)
     "node_time_clocksource_current_info": 1.0,
+    # round 11: the clock-event reasons, the driver capping power (0x4): no hardware slowdown
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": 4.0,
 }
 
 

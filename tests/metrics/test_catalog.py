@@ -11,6 +11,7 @@ from aegis_slurm.metrics.catalog import (
     CLOCKSOURCE_SLOW,
     DEFAULT_METRICS,
     HARDWARE_XIDS,
+    HW_SLOWDOWN,
     NVLINK5_COUNTERS,
     NVLINK_ERROR_COUNTERS,
     NVLINK_MIN,
@@ -155,13 +156,20 @@ def test_shipped_priority_covers_the_catalog() -> None:
 def test_derived_metrics_read_a_shipped_series() -> None:
     # the lowest per-port IB rate and per-GPU NVLink rate are computed in PromQL from the
     # exporters' per-device counters, as they ship them (dcgm-exporter: in its default CSV)
-    # (a rate of a counter); the device counts count a shipped per-device series (any type)
     # (a rate of a counter; DCGM's NVLink bandwidth, a rate the CSV calls a counter, is read
     # as it is); the device counts count a shipped per-device series (any type)
     derived = [m for m in DEFAULT_METRICS if m.derived is not None]
-    assert len(derived) == 6
+    assert len(derived) == 7
     for m in derived:
         source, expr = m.derived
+        if m.name == HW_SLOWDOWN:  # DCGM field 112 under either name, NVML's hardware bits
+            assert source_matches(source, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+            assert source_matches(source, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")
+            assert not source_matches(source, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS_X")
+            assert all(f"/ {bit}) % 2" in expr for bit in (8, 64, 128))  # no 0x4, no 0x20
+            assert "< 1.4e14" in expr and expr.startswith("avg_over_time(")
+            assert m.hardware and m.agg == "max" and (m.lo, m.hi) == (0, 1)
+            continue
         if is_name_pattern(source):  # the NICs' pause: see the test below
             assert m.name == PAUSE_SENT and expr.startswith("rate(")
             continue

@@ -12,6 +12,7 @@ import pytest
 
 from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import (
+    CLOCK_REASONS_SERIES,
     DEFAULT_METRICS,
     NVLINK_ERROR_COUNTERS,
     PAUSE_DURATION_SERIES,
@@ -60,6 +61,8 @@ NOT_IN_V2 = {
     "DCGM_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS",
     "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS",
     "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS",
+    # round 11: the clock-event reasons (a name pattern over both of DCGM's names)
+    CLOCK_REASONS_SERIES,
 }
 SHIPPED = (
     Path(__file__).parent.parent / "fixtures" / "metrics" / "dcgm-exporter-default-counters.csv"
