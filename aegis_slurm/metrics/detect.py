@@ -744,8 +744,8 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
         X = hardware_xid(X)
     if spec.agg == "count" and p.machine_absence:
         X = zero_count(aligned, metric)
-    if holds_state(metric, p):
-        X = held_across_gaps(X)
+    if holds_state(metric, p) and np.isnan(X).any():
+        X = held_across_gaps(X, machine_gone(aligned, p.quorum) if p.machine_absence else None)
     if on_latch_scale(metric, p):
         X = latched(X)
     elif spec.kind == "counter":
@@ -763,10 +763,12 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
     return X
 
 
-def held_across_gaps(X: np.ndarray) -> np.ndarray:
+def held_across_gaps(X: np.ndarray, gone: np.ndarray | None = None) -> np.ndarray:
     """``X`` with each gap (NaN run) between two samples that read the same filled with that
     reading; a gap before a node's first sample, after its last, or between two different
-    readings stays NaN (:class:`Params` ``held_state``)."""
+    readings stays NaN (:class:`Params` ``held_state``), and so do the steps of ``gone``
+    (nodes x steps, :func:`machine_gone`): a machine that answered no exporter is evidence
+    by its absence, not a state that held."""
     valid = ~np.isnan(X)
     if valid.all() or not valid.any():
         return X
@@ -777,7 +779,10 @@ def held_across_gaps(X: np.ndarray) -> np.ndarray:
     rows = np.arange(X.shape[0])[:, None]
     before = np.where(last >= 0, X[rows, np.clip(last, 0, T - 1)], np.nan)
     after = np.where(nxt < T, X[rows, np.clip(nxt, 0, T - 1)], np.nan)
-    return np.where(~valid & (before == after), before, X)
+    fill = ~valid & (before == after)
+    if gone is not None:
+        fill &= ~gone
+    return np.where(fill, before, X)
 
 
 def holds_state(metric: str, p: Params) -> bool:

@@ -15,7 +15,13 @@ import pytest
 
 from aegis_slurm.metrics.align import Aligned, align
 from aegis_slurm.metrics.catalog import GPU_COUNT, HW_SLOWDOWN, HW_SLOWDOWN_BITS, spec_for
-from aegis_slurm.metrics.detect import Params, detect, held_across_gaps, holds_state
+from aegis_slurm.metrics.detect import (
+    Params,
+    detect,
+    held_across_gaps,
+    holds_state,
+    series,
+)
 
 from .blind_eval import hw_slowdown_share
 from .test_real_exposition import served_and_fetched
@@ -174,3 +180,20 @@ def test_the_hardware_bits_are_dcgms_masks() -> None:
     assert tuple(masks[n] for n in hardware) == HW_SLOWDOWN_BITS
     pacing = (masks["SW_POWER_CAP"], masks["SW_THERMAL"], masks["GPU_IDLE"], masks["SYNC_BOOST"])
     assert not set(pacing) & set(HW_SLOWDOWN_BITS)
+
+
+def test_a_machine_that_answered_nothing_is_not_held() -> None:
+    # n5 reboots: neither exporter answers for 6 minutes, then it is back with all its GPUs.
+    # Its absence is the evidence (a machine gone), not a count that held through it
+    n, T = len(NODES), TIMES.size
+    count = np.full((n, T), 8.0)
+    load = np.full((n, T), 12.0)
+    count[5, 80:104] = load[5, 80:104] = np.nan
+    a = Aligned(TIMES, NODES, {GPU_COUNT: count, "node_load1": load}, STEP)
+    held = series(a, GPU_COUNT, Params())
+    assert np.isnan(held[5, 80:104]).all()
+    r = detect(a, [GPU_COUNT, "node_load1"], Params())
+    assert [f.node for f in r.faulty] == ["n5"]
+    # the same gap with node_exporter answering: the dcgm-exporter alone is down, the count held
+    load[5, 80:104] = 12.0
+    assert not np.isnan(series(a, GPU_COUNT, Params())[5, 80:104]).any()
