@@ -40,19 +40,43 @@ def parse_sacct_line(job_id: str, line: str, now: float) -> JobWindow:
     return JobWindow(job_id, hostlist.expand_hostlist(nodelist), s, _epoch(end) or now)
 
 
+def pick_sacct_line(job_id: str, out: str) -> str:
+    """The ``NodeList|Start|End`` of job ``job_id`` in ``sacct -X -n -P -o
+    JobIDRaw,JobID,NodeList,Start,End -j JOB`` output.
+
+    The line whose JobID is ``job_id`` (a plain job, an array task ``1234_7``, a het component
+    ``1234+1``).  Asked for an array's or a heterogeneous job's own id, sacct answers one line
+    per task or component -- each its own allocation, with its own nodes and times (watch,
+    reading squeue, judges each apart); the array's id is also the JobIDRaw of its last task
+    and a het job's that of its first component (Slurm 22.05), which must not decide it: one
+    such line is that job, several are an ambiguity the admin settles by naming one, never a
+    guess.  Failing those, the line whose JobIDRaw it is (a task named by its own id)."""
+    rows = [[f.strip() for f in ln.split("|")] for ln in out.splitlines() if ln.strip()]
+    rows = [r for r in rows if len(r) >= 5]
+    exact = [r for r in rows if r[1] == job_id]
+    parts = [r for r in rows if r[1].startswith((f"{job_id}_", f"{job_id}+"))]
+    if not exact and len(parts) <= 1:
+        exact = parts or [r for r in rows if r[0] == job_id]
+    if exact:
+        return "|".join(exact[-1][2:5])
+    if not parts:
+        raise NoDataError(f"Slurm knows no job {job_id}")
+    kind = "a heterogeneous job" if "+" in parts[0][1] else "a job array"
+    names = ", ".join(r[1].strip() for r in parts[:6]) + (", ..." if len(parts) > 6 else "")
+    raise InputError(
+        f"job {job_id} is {kind} of {len(parts)} allocations ({names}): name one of them"
+    )
+
+
 def from_sacct(job_id: str, timeout: float = 30.0) -> JobWindow:
     if not job_id.replace("_", "").replace("+", "").isdigit():
         raise InputError(f"job id {job_id!r} is not a Slurm job id")
+    argv = ["sacct", "-X", "-n", "-P", "-o", "JobIDRaw,JobID,NodeList,Start,End", "-j", job_id]
     try:
-        out = probes.run_argv(
-            ["sacct", "-X", "-n", "-P", "-o", "NodeList,Start,End", "-j", job_id], timeout
-        )
+        out = probes.run_argv(argv, timeout)
     except (probes.ProbeMissing, probes.ProbeTimeout, probes.ProbeFailed) as e:
         raise ServiceError(f"cannot ask Slurm about job {job_id}: {e}") from e
-    lines = [ln for ln in out.splitlines() if ln.strip()]
-    if not lines:
-        raise NoDataError(f"Slurm knows no job {job_id}")
-    return parse_sacct_line(job_id, lines[-1], time.time())
+    return parse_sacct_line(job_id, pick_sacct_line(job_id, out), time.time())
 
 
 def from_store(store: Path, job_id: str) -> JobWindow | None:

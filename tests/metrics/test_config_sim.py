@@ -11,7 +11,7 @@ import pytest
 
 from aegis_slurm.errors import ConfigError, InputError, NoDataError
 from aegis_slurm.metrics.config import load_config
-from aegis_slurm.metrics.slurmjob import from_args, parse_sacct_line
+from aegis_slurm.metrics.slurmjob import from_args, parse_sacct_line, pick_sacct_line
 from aegis_slurm.simulate.metrics import simulate_job
 
 
@@ -60,6 +60,23 @@ def test_job_windows() -> None:
     assert w.end - w.start == 3600 and w.nodes == ["gpu01", "gpu02"]
     with pytest.raises(InputError, match="after"):
         from_args("7", "gpu01", "2026-01-05T09:00:00Z", "2026-01-05T08:00:00Z")
+
+
+def test_the_job_window_is_the_allocation_named() -> None:
+    # recorded on the testbed: an array (49) and a het job (50), tests/fixtures/sacct/README.md
+    recorded = Path(__file__).parents[1] / "fixtures" / "sacct"
+    out = (recorded / "sacct-22.05.8_array_het_window.txt").read_text()
+    assert pick_sacct_line("49_1", out).startswith("node1|")
+    assert pick_sacct_line("52", out).startswith("node1|")  # task 49_1 by its own id
+    assert pick_sacct_line("50+1", out).startswith("node[2-3]|")
+    for whole, first in (("49", "49_1"), ("50", "50+0")):  # not the line whose JobIDRaw it is
+        with pytest.raises(InputError, match=r"of 2 allocations .* name one of them") as e:
+            pick_sacct_line(whole, out)
+        assert first in str(e.value)
+    with pytest.raises(NoDataError, match="knows no job 77"):
+        pick_sacct_line("77", out)
+    single = "60|60_3|node4|2026-11-27T12:00:00|Unknown\n"  # sacct -j 60: one task left
+    assert pick_sacct_line("60", single).startswith("node4|")
 
 
 def wide(df: pl.DataFrame, metric: str) -> pl.DataFrame:

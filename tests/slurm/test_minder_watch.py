@@ -107,3 +107,33 @@ def test_watch_drains_the_outlier_once_after_its_job(slurm_cluster: SlurmCluster
         c.run(
             ["scontrol", "update", f"nodename={','.join(job.nodes)}", "state=resume"], check=False
         )
+
+
+def test_minder_job_window_names_one_allocation(slurm_cluster: SlurmCluster) -> None:
+    # `minder --job` on an array's or a het job's own id: sacct answers a line per task or
+    # component, each its own allocation.  It used to take the last line -- another task's
+    # nodes and times, silently; now it asks for one, and a task or component named is found
+    from aegis_slurm.errors import InputError
+    from aegis_slurm.metrics.slurmjob import from_sacct
+
+    c = slurm_cluster
+    array = c.submit(["--array=1-2", "-N1", "--wrap", "sleep 30"])
+    het = c.submit(["-N1", ":", "-N2"], script="#!/bin/bash\nsleep 30\n")
+    try:
+        for jobid, task in ((array, f"{array}_2"), (het, f"{het}+1")):
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    win = from_sacct(task)
+                    break
+                except Exception:  # not started or not in accounting yet
+                    time.sleep(0.5)
+            else:
+                pytest.fail(f"{task} never started")
+            want = 1 if "_" in task else 2
+            assert len(win.nodes) == want and all(n in c.nodes for n in win.nodes), win
+            with pytest.raises(InputError, match=r"name one of them") as e:
+                from_sacct(str(jobid))
+            assert task in str(e.value)
+    finally:
+        c.run(["scancel", str(array), str(het)], check=False)
