@@ -80,7 +80,10 @@ ENC_UTIL, DEC_UTIL = D + "ENC_UTIL", D + "DEC_UTIL"
 XID = D + "XID_ERRORS"
 FB_FREE, FB_USED, FB_RESERVED = D + "FB_FREE", D + "FB_USED", D + "FB_RESERVED"
 NVLINK_BW = D + "NVLINK_BANDWIDTH_TOTAL"
-NVL_REPLAY, NVL_RECOVERY = D + "NVLINK_REPLAY_ERROR_COUNT_TOTAL", D + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL"
+NVL_REPLAY, NVL_RECOVERY = (
+    D + "NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    D + "NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+)
 NV5_SYMBOL = D + "NVLINK_COUNT_RX_SYMBOL_ERRORS"
 NV5_RECOV = D + "NVLINK_COUNT_LINK_RECOVERY_EVENTS"
 NV5_RECOV_FAIL = D + "NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS"
@@ -110,7 +113,10 @@ VM_PGMAJ, VM_OOM = N_ + "vmstat_pgmajfault", N_ + "vmstat_oom_kill"
 TCP_RETRANS, TCP_OUTSEGS = N_ + "netstat_Tcp_RetransSegs", N_ + "netstat_Tcp_OutSegs"
 CLOCKSOURCE = N_ + "time_clocksource_current_info"
 PSI_CPU = N_ + "pressure_cpu_waiting_seconds_total"
-PSI_IO_W, PSI_IO_S = N_ + "pressure_io_waiting_seconds_total", N_ + "pressure_io_stalled_seconds_total"
+PSI_IO_W, PSI_IO_S = (
+    N_ + "pressure_io_waiting_seconds_total",
+    N_ + "pressure_io_stalled_seconds_total",
+)
 EDAC_CE = N_ + "edac_correctable_errors_total"
 EDAC_UE = N_ + "edac_uncorrectable_errors_total"
 HWMON_TEMP = N_ + "hwmon_temp_celsius"
@@ -132,17 +138,58 @@ ENA_PPS = ET + "pps_allowance_exceeded"
 
 _DCGM_COUNTERS = frozenset(
     {
-        ENERGY, PCIE_REPLAY, PCIE_TX_TP, PCIE_RX_TP, NVLINK_BW, NVL_REPLAY, NVL_RECOVERY,
-        NV5_SYMBOL, NV5_RECOV, NV5_RECOV_FAIL, UNC_REMAP, COR_REMAP, POWER_VIOL, THERMAL_VIOL,
-        ECC_SBE, ECC_DBE,
+        ENERGY,
+        PCIE_REPLAY,
+        PCIE_TX_TP,
+        PCIE_RX_TP,
+        NVLINK_BW,
+        NVL_REPLAY,
+        NVL_RECOVERY,
+        NV5_SYMBOL,
+        NV5_RECOV,
+        NV5_RECOV_FAIL,
+        UNC_REMAP,
+        COR_REMAP,
+        POWER_VIOL,
+        THERMAL_VIOL,
+        ECC_SBE,
+        ECC_DBE,
     }
 )
 _NODE_COUNTERS = frozenset(
     {
-        CPU_SECONDS, CTX_SWITCHES, NET_RX, NET_TX, NET_CARRIER, DISK_R, DISK_W, DISK_IO,
-        VM_PGMAJ, VM_OOM, TCP_RETRANS, TCP_OUTSEGS, PSI_CPU, PSI_IO_W, PSI_IO_S, EDAC_CE, EDAC_UE,
-        IB_RX, IB_TX, IB_DOWNED, IB_SYMBOL, IB_RCV_ERR, IB_XMIT_WAIT, IB_OOS, ET_CORR_BITS,
-        ET_CRC, ET_DISCARDS, ET_TX_PAUSE, ET_RX_PAUSE, ET_LINK_DOWN, ENA_BW_IN, ENA_BW_OUT,
+        CPU_SECONDS,
+        CTX_SWITCHES,
+        NET_RX,
+        NET_TX,
+        NET_CARRIER,
+        DISK_R,
+        DISK_W,
+        DISK_IO,
+        VM_PGMAJ,
+        VM_OOM,
+        TCP_RETRANS,
+        TCP_OUTSEGS,
+        PSI_CPU,
+        PSI_IO_W,
+        PSI_IO_S,
+        EDAC_CE,
+        EDAC_UE,
+        IB_RX,
+        IB_TX,
+        IB_DOWNED,
+        IB_SYMBOL,
+        IB_RCV_ERR,
+        IB_XMIT_WAIT,
+        IB_OOS,
+        ET_CORR_BITS,
+        ET_CRC,
+        ET_DISCARDS,
+        ET_TX_PAUSE,
+        ET_RX_PAUSE,
+        ET_LINK_DOWN,
+        ENA_BW_IN,
+        ENA_BW_OUT,
         ENA_PPS,
     }
 )
@@ -159,8 +206,20 @@ def is_counter(metric: str) -> bool:
 # Sites
 # ----------------------------------------------------------------------------------------------
 
-_BASE_FIELDS = (SM_CLOCK, MEM_CLOCK, GPU_TEMP, POWER, ENERGY, PCIE_REPLAY, MEM_COPY_UTIL,
-                ENC_UTIL, DEC_UTIL, XID, FB_FREE, FB_USED)
+_BASE_FIELDS = (
+    SM_CLOCK,
+    MEM_CLOCK,
+    GPU_TEMP,
+    POWER,
+    ENERGY,
+    PCIE_REPLAY,
+    MEM_COPY_UTIL,
+    ENC_UTIL,
+    DEC_UTIL,
+    XID,
+    FB_FREE,
+    FB_USED,
+)
 _REMAP = (UNC_REMAP, COR_REMAP, REMAP_FAIL)
 _DCP = (PROF_GR, PROF_TENSOR, PROF_DRAM, PROF_PCIE_TX, PROF_PCIE_RX)
 
@@ -205,76 +264,326 @@ class Site:
 
 _SITE_LIST = (
     Site(
-        "gb3", "GB300 (B300 288GB, NVL72 tray)", 4, 1400.0, 190.0, 2032.0, 300.0, 3996.0,
-        279_552.0, 87.0, True, 0.025, 144, 960.0, 10.0,
-        tuple(f for f in _BASE_FIELDS if f not in (MEM_COPY_UTIL, ENC_UTIL, DEC_UTIL))
-        + (MEMORY_TEMP, GPU_UTIL, NVLINK_BW) + _REMAP + _DCP
-        + (CLOCKS_EVENT, POWER_VIOL, THERMAL_VIOL, POWER_LIMIT, NV5_SYMBOL, NV5_RECOV,
-           NV5_RECOV_FAIL),
-        CLOCKS_EVENT, True, "nv5", 9.0e5, 6, ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"),
-        100e9, True, (IB_DOWNED, IB_SYMBOL, IB_RCV_ERR, IB_XMIT_WAIT),
-        ("enP22p3s0f0np0",), (), (), (),
-        frozenset({"edac", "infiniband"}), "nvme0n1",
-        ("/", "/local"), True, "dcgm-exporter 4.4.2-4.7.1, node_exporter 1.10.2",
+        "gb3",
+        "GB300 (B300 288GB, NVL72 tray)",
+        4,
+        1400.0,
+        190.0,
+        2032.0,
+        300.0,
+        3996.0,
+        279_552.0,
+        87.0,
+        True,
+        0.025,
+        144,
+        960.0,
+        10.0,
+        (
+            *tuple(f for f in _BASE_FIELDS if f not in (MEM_COPY_UTIL, ENC_UTIL, DEC_UTIL)),
+            MEMORY_TEMP,
+            GPU_UTIL,
+            NVLINK_BW,
+            *_REMAP,
+            *_DCP,
+            CLOCKS_EVENT,
+            POWER_VIOL,
+            THERMAL_VIOL,
+            POWER_LIMIT,
+            NV5_SYMBOL,
+            NV5_RECOV,
+            NV5_RECOV_FAIL,
+        ),
+        CLOCKS_EVENT,
+        True,
+        "nv5",
+        9.0e5,
+        6,
+        ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"),
+        100e9,
+        True,
+        (IB_DOWNED, IB_SYMBOL, IB_RCV_ERR, IB_XMIT_WAIT),
+        ("enP22p3s0f0np0",),
+        (),
+        (),
+        (),
+        frozenset({"edac", "infiniband"}),
+        "nvme0n1",
+        ("/", "/local"),
+        True,
+        "dcgm-exporter 4.4.2-4.7.1, node_exporter 1.10.2",
     ),
     Site(
-        "efa", "H100 80GB HBM3 SXM (AWS p5.48xlarge)", 8, 700.0, 70.0, 1980.0, 345.0, 2619.0,
-        81_559.0, 87.0, False, 0.055, 192, 2048.0, 30.0,
-        _BASE_FIELDS + (MEMORY_TEMP, FB_RESERVED, GPU_UTIL, NVLINK_BW) + _REMAP + _DCP
-        + (CLOCK_THROTTLE,),
-        CLOCK_THROTTLE, False, "switch", 2.2e5, 5,
-        tuple(f"rdmap{b}s0:1" for b in (79, 80, 81, 82, 96, 97, 98, 99, 113, 114, 115, 116,
-                                       130, 131, 132, 133, 147, 148, 149, 150, 164, 165, 166,
-                                       167, 181, 182, 183, 184, 198, 199, 200, 201)),
-        12.5e9, False, (), ("ens32",), (), (ENA_BW_IN, ENA_BW_OUT, ENA_PPS), ("ens32",),
-        frozenset({"netstat", "pressure", "infiniband"}), "nvme1n1", ("/", "/opt/dlami/nvme"),
-        True, "dcgm-exporter 3.3.9-3.6.1, node_exporter 1.8.2 (+ethtool on the ENA)",
+        "efa",
+        "H100 80GB HBM3 SXM (AWS p5.48xlarge)",
+        8,
+        700.0,
+        70.0,
+        1980.0,
+        345.0,
+        2619.0,
+        81_559.0,
+        87.0,
+        False,
+        0.055,
+        192,
+        2048.0,
+        30.0,
+        (
+            *_BASE_FIELDS,
+            MEMORY_TEMP,
+            FB_RESERVED,
+            GPU_UTIL,
+            NVLINK_BW,
+            *_REMAP,
+            *_DCP,
+            CLOCK_THROTTLE,
+        ),
+        CLOCK_THROTTLE,
+        False,
+        "switch",
+        2.2e5,
+        5,
+        tuple(
+            f"rdmap{b}s0:1"
+            for b in (
+                79,
+                80,
+                81,
+                82,
+                96,
+                97,
+                98,
+                99,
+                113,
+                114,
+                115,
+                116,
+                130,
+                131,
+                132,
+                133,
+                147,
+                148,
+                149,
+                150,
+                164,
+                165,
+                166,
+                167,
+                181,
+                182,
+                183,
+                184,
+                198,
+                199,
+                200,
+                201,
+            )
+        ),
+        12.5e9,
+        False,
+        (),
+        ("ens32",),
+        (),
+        (ENA_BW_IN, ENA_BW_OUT, ENA_PPS),
+        ("ens32",),
+        frozenset({"netstat", "pressure", "infiniband"}),
+        "nvme1n1",
+        ("/", "/opt/dlami/nvme"),
+        True,
+        "dcgm-exporter 3.3.9-3.6.1, node_exporter 1.8.2 (+ethtool on the ENA)",
     ),
     Site(
-        "a3g", "H100 80GB HBM3 SXM (GCP a3-megagpu-8g)", 8, 700.0, 70.0, 1980.0, 345.0, 2619.0,
-        81_559.0, 87.0, False, 0.055, 208, 1872.0, 15.0,
-        _BASE_FIELDS + (MEMORY_TEMP, FB_RESERVED, GPU_UTIL, NVLINK_BW, LINK_GEN, LINK_WIDTH)
-        + _REMAP + _DCP + (CLOCK_THROTTLE,),
-        CLOCK_THROTTLE, False, "switch", 2.2e5, 5, (), 0.0, False, (),
-        ("eth0",) + tuple(f"eth{i}" for i in range(1, 9)), tuple(f"eth{i}" for i in range(1, 9)),
-        (), (), frozenset({"netstat", "pressure"}), "nvme0n1", ("/", "/mnt/localssd"), True,
+        "a3g",
+        "H100 80GB HBM3 SXM (GCP a3-megagpu-8g)",
+        8,
+        700.0,
+        70.0,
+        1980.0,
+        345.0,
+        2619.0,
+        81_559.0,
+        87.0,
+        False,
+        0.055,
+        208,
+        1872.0,
+        15.0,
+        (
+            *_BASE_FIELDS,
+            MEMORY_TEMP,
+            FB_RESERVED,
+            GPU_UTIL,
+            NVLINK_BW,
+            LINK_GEN,
+            LINK_WIDTH,
+            *_REMAP,
+            *_DCP,
+            CLOCK_THROTTLE,
+        ),
+        CLOCK_THROTTLE,
+        False,
+        "switch",
+        2.2e5,
+        5,
+        (),
+        0.0,
+        False,
+        (),
+        ("eth0", *tuple(f"eth{i}" for i in range(1, 9))),
+        tuple(f"eth{i}" for i in range(1, 9)),
+        (),
+        (),
+        frozenset({"netstat", "pressure"}),
+        "nvme0n1",
+        ("/", "/mnt/localssd"),
+        True,
         "dcgm-exporter 3.3.5-3.4.0, node_exporter 1.7.0 (no RDMA: GPUDirect-TCPXO)",
     ),
     Site(
-        "h1n", "H100 NVL 94GB PCIe (NVLink bridge pairs)", 8, 400.0, 60.0, 1785.0, 345.0, 2619.0,
-        95_830.0, 85.0, False, 0.11, 224, 2048.0, 15.0,
-        _BASE_FIELDS + (MEMORY_TEMP, FB_RESERVED, GPU_UTIL, NVLINK_BW, NVL_REPLAY, NVL_RECOVERY,
-                        LINK_GEN, LINK_WIDTH, POWER_LIMIT)
-        + _REMAP + _DCP + (CLOCK_THROTTLE, THERMAL_VIOL),
-        CLOCK_THROTTLE, False, "bridge", 1.2e5, 5,
-        ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"), 25e9, True,
-        (IB_DOWNED, IB_SYMBOL, IB_RCV_ERR, IB_XMIT_WAIT), ("eno8303",), (), (), (),
-        frozenset({"netstat", "pressure", "edac", "infiniband", "hwmon"}), "nvme0n1",
-        ("/", "/scratch"), True, "dcgm-exporter 3.3.7-3.5.0, node_exporter 1.8.1",
+        "h1n",
+        "H100 NVL 94GB PCIe (NVLink bridge pairs)",
+        8,
+        400.0,
+        60.0,
+        1785.0,
+        345.0,
+        2619.0,
+        95_830.0,
+        85.0,
+        False,
+        0.11,
+        224,
+        2048.0,
+        15.0,
+        (
+            *_BASE_FIELDS,
+            MEMORY_TEMP,
+            FB_RESERVED,
+            GPU_UTIL,
+            NVLINK_BW,
+            NVL_REPLAY,
+            NVL_RECOVERY,
+            LINK_GEN,
+            LINK_WIDTH,
+            POWER_LIMIT,
+            *_REMAP,
+            *_DCP,
+            CLOCK_THROTTLE,
+            THERMAL_VIOL,
+        ),
+        CLOCK_THROTTLE,
+        False,
+        "bridge",
+        1.2e5,
+        5,
+        ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"),
+        25e9,
+        True,
+        (IB_DOWNED, IB_SYMBOL, IB_RCV_ERR, IB_XMIT_WAIT),
+        ("eno8303",),
+        (),
+        (),
+        (),
+        frozenset({"netstat", "pressure", "edac", "infiniband", "hwmon"}),
+        "nvme0n1",
+        ("/", "/scratch"),
+        True,
+        "dcgm-exporter 3.3.7-3.5.0, node_exporter 1.8.1",
     ),
     Site(
-        "rtx", "RTX PRO 6000 Blackwell Server Edition 96GB", 8, 600.0, 45.0, 2617.0, 180.0,
-        14_001.0, 97_887.0, 88.0, False, 0.075, 256, 1536.0, 15.0,
-        _BASE_FIELDS + (FB_RESERVED, GPU_UTIL, LINK_GEN, LINK_WIDTH, POWER_LIMIT) + _REMAP
-        + _DCP + (CLOCKS_EVENT, POWER_VIOL, THERMAL_VIOL),
-        CLOCKS_EVENT, True, "none", 0.0, 5, ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"),
-        50e9, True, (IB_DOWNED, IB_OOS),
-        ("enp24s0f0", "enp65s0np0", "enp97s0np0", "enp193s0np0", "enp225s0np0"), (),
+        "rtx",
+        "RTX PRO 6000 Blackwell Server Edition 96GB",
+        8,
+        600.0,
+        45.0,
+        2617.0,
+        180.0,
+        14_001.0,
+        97_887.0,
+        88.0,
+        False,
+        0.075,
+        256,
+        1536.0,
+        15.0,
+        (
+            *_BASE_FIELDS,
+            FB_RESERVED,
+            GPU_UTIL,
+            LINK_GEN,
+            LINK_WIDTH,
+            POWER_LIMIT,
+            *_REMAP,
+            *_DCP,
+            CLOCKS_EVENT,
+            POWER_VIOL,
+            THERMAL_VIOL,
+        ),
+        CLOCKS_EVENT,
+        True,
+        "none",
+        0.0,
+        5,
+        ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1"),
+        50e9,
+        True,
+        (IB_DOWNED, IB_OOS),
+        ("enp24s0f0", "enp65s0np0", "enp97s0np0", "enp193s0np0", "enp225s0np0"),
+        (),
         (ET_CORR_BITS, ET_CRC, ET_DISCARDS, ET_TX_PAUSE, ET_RX_PAUSE, ET_LINK_DOWN),
         ("enp65s0np0", "enp97s0np0", "enp193s0np0", "enp225s0np0"),
-        frozenset({"netstat", "pressure", "edac", "infiniband", "hwmon", "ethtool"}), "nvme0n1",
-        ("/", "/raid"), True, "dcgm-exporter 4.5.2-4.8.1, node_exporter 1.11.1 (+ethtool)",
+        frozenset({"netstat", "pressure", "edac", "infiniband", "hwmon", "ethtool"}),
+        "nvme0n1",
+        ("/", "/raid"),
+        True,
+        "dcgm-exporter 4.5.2-4.8.1, node_exporter 1.11.1 (+ethtool)",
     ),
     Site(
-        "a4h", "A100-SXM4-40GB (DGX A100)", 8, 400.0, 55.0, 1410.0, 210.0, 1215.0, 40_536.0,
-        85.0, False, 0.095, 256, 1024.0, 30.0,
-        _BASE_FIELDS + (MEMORY_TEMP, NVLINK_BW, PCIE_TX_TP, PCIE_RX_TP) + _REMAP,
-        None, False, "switch", 1.4e5, 4,
-        ("mlx5_0:1", "mlx5_1:1", "mlx5_2:1", "mlx5_3:1", "mlx5_6:1", "mlx5_7:1", "mlx5_8:1",
-         "mlx5_9:1"), 25e9, True, (IB_DOWNED, IB_SYMBOL, IB_RCV_ERR, IB_XMIT_WAIT),
-        ("enp225s0f0",), (), (), (),
-        frozenset({"netstat", "pressure", "edac", "infiniband", "hwmon"}), "nvme2n1",
-        ("/", "/raid"), False, "dcgm-exporter 2.1.8-2.3.1 (no GPU_UTIL, no DCP), node_exporter 1.0.1",
+        "a4h",
+        "A100-SXM4-40GB (DGX A100)",
+        8,
+        400.0,
+        55.0,
+        1410.0,
+        210.0,
+        1215.0,
+        40_536.0,
+        85.0,
+        False,
+        0.095,
+        256,
+        1024.0,
+        30.0,
+        (*_BASE_FIELDS, MEMORY_TEMP, NVLINK_BW, PCIE_TX_TP, PCIE_RX_TP, *_REMAP),
+        None,
+        False,
+        "switch",
+        1.4e5,
+        4,
+        (
+            "mlx5_0:1",
+            "mlx5_1:1",
+            "mlx5_2:1",
+            "mlx5_3:1",
+            "mlx5_6:1",
+            "mlx5_7:1",
+            "mlx5_8:1",
+            "mlx5_9:1",
+        ),
+        25e9,
+        True,
+        (IB_DOWNED, IB_SYMBOL, IB_RCV_ERR, IB_XMIT_WAIT),
+        ("enp225s0f0",),
+        (),
+        (),
+        (),
+        frozenset({"netstat", "pressure", "edac", "infiniband", "hwmon"}),
+        "nvme2n1",
+        ("/", "/raid"),
+        False,
+        "dcgm-exporter 2.1.8-2.3.1 (no GPU_UTIL, no DCP), node_exporter 1.0.1",
     ),
 )
 SITES: dict[str, Site] = {s.key: s for s in _SITE_LIST}
@@ -395,8 +704,12 @@ _KIND_SITES: dict[str, tuple[str, ...]] = {
     "hbm_vendor_mix": ("gb3", "efa", "a3g", "h1n", "a4h"),
     "blank_sentinel_values": ("gb3", "efa", "a3g", "h1n", "rtx"),
 }
-_TWO_CULPRITS = ("enforced_power_limit_low", "nvme_ctrl_timeout_stall", "blocked_slot_airflow",
-                 "mem_clock_pstate_stuck")
+_TWO_CULPRITS = (
+    "enforced_power_limit_low",
+    "nvme_ctrl_timeout_stall",
+    "blocked_slot_airflow",
+    "mem_clock_pstate_stuck",
+)
 _BIG = (
     ("dense_pretrain_baseline", "gb3", 1024),
     ("enforced_power_limit_low", "gb3", 540),
@@ -509,7 +822,6 @@ def _make_job(j: int, kind: str, site: Site, n: int, rng, two: bool, seed: int) 
             )
     culprits: dict[int, float] = {}
     ev: dict[int, list[tuple[str, float]]] = {}
-    G = site.G
     if kind in FAULT_KINDS:
         nc = 2 if two else 1
         cands = rng.permutation(n)[:nc]
@@ -540,11 +852,12 @@ def _make_job(j: int, kind: str, site: Site, n: int, rng, two: bool, seed: int) 
     lab: dict[str, datetime] = {}
     for c, evs in ev.items():
         on = _onset(spec, site, n, c, evs, di, ni)
-        lab[hosts[c]] = start + timedelta(milliseconds=int(round(on * 1000)))
+        lab[hosts[c]] = start + timedelta(milliseconds=round(on * 1000))
     spec["di"], spec["ni"] = di, ni
     name = f"v9-{j:03d}-{site.key}-{kind}"
-    return Job(name, kind, hosts, start, start + timedelta(seconds=dur), lab, di, ni, site.key,
-               spec)
+    return Job(
+        name, kind, hosts, start, start + timedelta(seconds=dur), lab, di, ni, site.key, spec
+    )
 
 
 def _outside_ckpt(te: float, ckpt) -> float:
@@ -599,8 +912,12 @@ def _evidence(kind: str, spec: dict, c: int, te: float, site: Site) -> list[tupl
         return [("dcgm", te)]
     if kind == "acpi_shutdown_vanish":
         # GPUs go idle at te; then the exporters stop answering (a missing scrape is evidence)
-        return [("dcgm", te), ("node", te), ("dcgm_missing", te + f["dcgm_stop"]),
-                ("node_missing", te + f["node_stop"])]
+        return [
+            ("dcgm", te),
+            ("node", te),
+            ("dcgm_missing", te + f["dcgm_stop"]),
+            ("node_missing", te + f["node_stop"]),
+        ]
     if kind == "dimm_ue_sigbus_rank":
         ce = f["ce_start"].get(c)
         evs = [("node", te)]
@@ -682,7 +999,7 @@ def _benign_params(kind: str, site: Site, spec: dict, rng, n: int) -> dict:
     dur = spec["dur"]
     warm = spec["init_end"] + spec["ramp"]
     if kind == "container_pull_late_join":
-        k = max(1, int(round(n * rng.uniform(0.15, 0.4))))
+        k = max(1, round(n * rng.uniform(0.15, 0.4)))
         b["late"] = {int(i): _r5(rng.uniform(60, 360)) for i in rng.permutation(n)[:k]}
     elif kind == "epoch_reshuffle_pause":
         b["pauses"] = []
@@ -697,11 +1014,15 @@ def _benign_params(kind: str, site: Site, spec: dict, rng, n: int) -> dict:
         b["pace0"] = lv
     elif kind == "python_gc_stall_blip":
         b["blips"] = [
-            (int(rng.integers(n)), _r5(rng.uniform(warm + 60, dur - 400)), _r5(rng.uniform(20, 200)))
+            (
+                int(rng.integers(n)),
+                _r5(rng.uniform(warm + 60, dur - 400)),
+                _r5(rng.uniform(20, 200)),
+            )
             for _ in range(int(rng.integers(1, 4)))
         ]
     elif kind == "hbm_vendor_mix":
-        k = max(1, int(round(n * rng.uniform(0.15, 0.4))))
+        k = max(1, round(n * rng.uniform(0.15, 0.4)))
         b["other"] = [int(i) for i in rng.permutation(n)[:k]]
         b["dmem"] = float(rng.uniform(4, 9))
     elif kind == "rack_local_ib_quiet":
@@ -713,10 +1034,10 @@ def _benign_params(kind: str, site: Site, spec: dict, rng, n: int) -> dict:
     elif kind == "vocab_head_last_stage":
         b["heads"] = [int(n - 1)] + ([int(n - 2)] if n >= 16 and rng.random() < 0.5 else [])
     elif kind == "collect_interval_drift":
-        k = max(1, int(round(n * rng.uniform(0.1, 0.3))))
+        k = max(1, round(n * rng.uniform(0.1, 0.3)))
         b["drift_nodes"] = [int(i) for i in rng.permutation(n)[:k]]
     elif kind == "blank_sentinel_values":
-        k = max(1, int(round(n * rng.uniform(0.1, 0.5))))
+        k = max(1, round(n * rng.uniform(0.1, 0.5)))
         b["blank_nodes"] = [int(i) for i in rng.permutation(n)[:k]]
     elif kind == "demand_response_cap_all":
         t0 = _r5(rng.uniform(warm + 300, max(warm + 400, dur - 1900)))
@@ -724,8 +1045,12 @@ def _benign_params(kind: str, site: Site, spec: dict, rng, n: int) -> dict:
     elif kind == "host_backup_agent_tx":
         k = int(rng.integers(1, min(4, n) + 1))
         b["agents"] = [
-            (int(i), _r5(rng.uniform(warm, dur - 700)), _r5(rng.uniform(600, 1800)),
-             float(rng.uniform(0.3e9, 1.5e9)))
+            (
+                int(i),
+                _r5(rng.uniform(warm, dur - 700)),
+                _r5(rng.uniform(600, 1800)),
+                float(rng.uniform(0.3e9, 1.5e9)),
+            )
             for i in rng.permutation(n)[:k]
         ]
     return b
@@ -902,9 +1227,9 @@ class _Ctx:
         self.pace *= 0.3 + 0.7 * ramp
         # static per-GPU spread
         self.g_pwr = (1 + 0.018 * rng.standard_normal((N, G))).astype(np.float32)
-        self.g_temp = (2.2 * rng.standard_normal((N, G)) + 1.6 * rng.standard_normal((N, 1))).astype(
-            np.float32
-        )
+        self.g_temp = (
+            2.2 * rng.standard_normal((N, G)) + 1.6 * rng.standard_normal((N, 1))
+        ).astype(np.float32)
         self.g_clk = (1 - 0.006 * np.abs(rng.standard_normal((N, G)))).astype(np.float32)
         self.g_fb = (1 + 0.012 * rng.standard_normal((N, G))).astype(np.float32)
         self.inlet = (24 if not s.liquid else 30) + 1.5 * rng.standard_normal(N)
@@ -977,7 +1302,7 @@ def _apply_kind(ctx: _Ctx) -> None:
     b = sp.get("benign", {})
     s = ctx.site
     cul = sp["culprits"]
-    T, N, G = ctx.T, ctx.N, ctx.G
+    T, N, _G = ctx.T, ctx.N, ctx.G
     # synchronous checkpoints (decoy, all nodes)
     for a, z in sp["ckpt"]:
         ia, iz = ctx.idx(a), ctx.idx(z)
@@ -986,9 +1311,9 @@ def _apply_kind(ctx: _Ctx) -> None:
         ctx.cpu_extra[ia:iz, :, 0] += 3.0
         ctx.net_extra.setdefault("front_tx", []).append((a, z, None, 1.5e9))
     for n, a, d in sp["decoy_cpu"]:
-        ctx.cpu_extra[ctx.idx(a):ctx.idx(a + d), n, 0] += 6.0
+        ctx.cpu_extra[ctx.idx(a) : ctx.idx(a + d), n, 0] += 6.0
     if k == "xid109_stuck_ctx":
-        (c, te), = list(cul.items())[:1]
+        ((c, te),) = list(cul.items())[:1]
         g = f["gpu"][c]
         ctx.xid.append((te, c, g, 109))
         texit = ctx.hang(te, [c], f["exit_lag"])
@@ -996,32 +1321,34 @@ def _apply_kind(ctx: _Ctx) -> None:
         gm[:] = ctx.mode[:, :, None]
         i0 = ctx.idx(te)
         gm[i0:, c, g] = STUCK
-        ctx.blocked[ctx.idx(texit):, c] += 1
+        ctx.blocked[ctx.idx(texit) :, c] += 1
         ctx.stuck_fb.append((c, g))
     elif k == "xid145_nvlink_rlw_abort":
-        (c, te), = list(cul.items())[:1]
+        ((c, te),) = list(cul.items())[:1]
         g = f["gpu"][c]
         ctx.xid.append((te, c, g, 145))
-        ctx.xid.append((te + f["die_lag"], c, g, 45))  # channels torn down "caused by previous Xid 145"
+        ctx.xid.append(
+            (te + f["die_lag"], c, g, 45)
+        )  # channels torn down "caused by previous Xid 145"
         ctx.ev(NV5_RECOV_FAIL, te, c, g, 1)
         ctx.ev(NV5_SYMBOL, te, c, g, float(ctx.rng.uniform(2e4, 4e5)))
         ctx.hang(te, [c])
         die = te + f["die_lag"]
-        ctx.mode[ctx.idx(die):, c] = IDLE
-        ctx.cpu_extra[ctx.idx(die):, c, 0] -= 4
+        ctx.mode[ctx.idx(die) :, c] = IDLE
+        ctx.cpu_extra[ctx.idx(die) :, c, 0] -= 4
         ctx.nvl_f = ctx.d("nvl")
-        ctx.nvl_f[ctx.idx(te):, c, g] = 0.0
+        ctx.nvl_f[ctx.idx(te) :, c, g] = 0.0
     elif k == "acpi_shutdown_vanish":
-        (c, te), = list(cul.items())[:1]
+        ((c, te),) = list(cul.items())[:1]
         ctx.hang(te, [c])
-        ctx.mode[ctx.idx(te):, c] = IDLE
-        ctx.cpu_extra[ctx.idx(te):, c, 1] += 2.0
+        ctx.mode[ctx.idx(te) :, c] = IDLE
+        ctx.cpu_extra[ctx.idx(te) :, c, 1] += 2.0
         ctx.node_dead_dcgm[c] = te + f["dcgm_stop"]
         ctx.node_dead_node[c] = te + f["node_stop"]
         if f["back"] is not None:
             ctx.node_back[c] = te + f["node_stop"] + f["back"]
     elif k == "dimm_ue_sigbus_rank":
-        (c, te), = list(cul.items())[:1]
+        ((c, te),) = list(cul.items())[:1]
         ce = f["ce_start"].get(c)
         if ce is not None:
             nce = int(ctx.rng.integers(20, 200))
@@ -1033,15 +1360,15 @@ def _apply_kind(ctx: _Ctx) -> None:
         ctx.ev(MEM_HWCORRUPT, te, c, 0, 4096)
         kill = te + f["kill_lag"]
         ctx.hang(kill, [c])
-        ctx.mode[ctx.idx(kill):, c] = IDLE
-        ctx.cpu_extra[ctx.idx(kill):, c, 0] -= 4
+        ctx.mode[ctx.idx(kill) :, c] = IDLE
+        ctx.cpu_extra[ctx.idx(kill) :, c, 0] -= 4
     elif k == "nvlink_bridge_absent_p2p":
         ctx.nvl_f = ctx.d("nvl")
         ctx.pcie_f = ctx.d("pcie")
         for c in cul:
             p = f["pair"][c]
-            ctx.nvl_f[:, c, p:p + 2] = 0.0
-            ctx.pcie_f[:, c, p:p + 2] = 4.0
+            ctx.nvl_f[:, c, p : p + 2] = 0.0
+            ctx.pcie_f[:, c, p : p + 2] = 4.0
         ctx.pace[ctx.tb >= ctx.train0] *= f["pace"]
     elif k == "pcie_gen2_stuck_link":
         ctx.pcie_f = ctx.d("pcie")
@@ -1053,9 +1380,9 @@ def _apply_kind(ctx: _Ctx) -> None:
             lg[i0:, c, g] = f["gen"][c]
             ctx.pcie_f[i0:, c, g] = -1.0  # capped by link rate in emission
             ctx.ev(PCIE_REPLAY, te, c, g, float(ctx.rng.integers(3, 40)))
-        ctx.pace[ctx.idx(t_first):] *= f["pace"]
+        ctx.pace[ctx.idx(t_first) :] *= f["pace"]
     elif k == "gvnic_reset_loop":
-        (c, te), = list(cul.items())[:1]
+        ((c, te),) = list(cul.items())[:1]
         nic = f["nic"][c]
         down = []
         t = te
@@ -1073,12 +1400,12 @@ def _apply_kind(ctx: _Ctx) -> None:
     elif k == "enforced_power_limit_low":
         cap = ctx.cap_frac = np.ones((T, N), dtype=np.float32)
         for c, te in cul.items():
-            cap[ctx.idx(te):, c] = f["cap"][c]
+            cap[ctx.idx(te) :, c] = f["cap"][c]
     elif k == "blocked_slot_airflow":
         ctx.rth_f = ctx.d("rth")
         for c, te in cul.items():
             g = f["gpu"][c]
-            ctx.rth_f[ctx.idx(te):, c, g] = f["rmult"][c]
+            ctx.rth_f[ctx.idx(te) :, c, g] = f["rmult"][c]
     elif k == "nvme_ctrl_timeout_stall":
         ctx.disk_io_now = np.zeros((T, N), dtype=np.float32)
         for c, eps in f["episodes"].items():
@@ -1099,13 +1426,13 @@ def _apply_kind(ctx: _Ctx) -> None:
         t_first = min(cul.values())
         for c, te in cul.items():
             g = f["gpu"][c]
-            ctx.mclk_f[ctx.idx(te):, c, g] = f["mclk"][c]
-            ctx.dram_f[ctx.idx(te):, c, g] = 1.0 / f["pace"]
-        ctx.pace[ctx.idx(t_first):] *= f["pace"]
+            ctx.mclk_f[ctx.idx(te) :, c, g] = f["mclk"][c]
+            ctx.dram_f[ctx.idx(te) :, c, g] = 1.0 / f["pace"]
+        ctx.pace[ctx.idx(t_first) :] *= f["pace"]
     elif k == "roce_fec_uncorrectable":
-        (c, te), = list(cul.items())[:1]
+        ((c, te),) = list(cul.items())[:1]
         ctx.fec = (c, f["port"][c], te, f["crc"])
-        ctx.pace[ctx.idx(te):] *= f["pace"]
+        ctx.pace[ctx.idx(te) :] *= f["pace"]
     # ---- healthy kinds
     elif k == "container_pull_late_join":
         late = b["late"]
@@ -1138,7 +1465,7 @@ def _apply_kind(ctx: _Ctx) -> None:
     elif k == "batch_size_warmup_steps":
         lv = np.full(T, b["pace0"], dtype=np.float32)
         for t, v in b["steps"]:
-            lv[ctx.idx(t):] = v
+            lv[ctx.idx(t) :] = v
         ctx.pace *= lv
     elif k == "python_gc_stall_blip":
         for n, a, d in b["blips"]:
@@ -1163,7 +1490,7 @@ def _apply_kind(ctx: _Ctx) -> None:
     elif k == "demand_response_cap_all":
         a, z, fr = b["cap"]
         ctx.cap_frac = np.ones((T, N), dtype=np.float32)
-        ctx.cap_frac[ctx.idx(a):ctx.idx(z)] = fr
+        ctx.cap_frac[ctx.idx(a) : ctx.idx(z)] = fr
     elif k == "host_backup_agent_tx":
         for n, a, d, r in b["agents"]:
             ia, iz = ctx.idx(a), ctx.idx(a + d)
@@ -1221,7 +1548,9 @@ def _physics(ctx: _Ctx) -> None:
             work = _MODE_WORK[gm] * ctx.pace[:, None, None]
             work = np.broadcast_to(work, (T, N, G)).copy()
             for c in ctx.spec["culprits"]:
-                work[:, c, :] = np.where(np.broadcast_to(gm, (T, N, G))[:, c] == TRAIN, 1.0, work[:, c])
+                work[:, c, :] = np.where(
+                    np.broadcast_to(gm, (T, N, G))[:, c] == TRAIN, 1.0, work[:, c]
+                )
         elif ctx.spec["kind"] == "demand_response_cap_all":
             slow = np.min(np.where(np.broadcast_to(gm, (T, N, G)) == TRAIN, clk, 1.0), axis=(1, 2))
             ctx.pace *= np.clip(slow, 0.3, 1.0)
@@ -1272,7 +1601,7 @@ def _physics(ctx: _Ctx) -> None:
 
 def _cum_events(ctx: _Ctx, metric: str, t: np.ndarray, ndev: int) -> np.ndarray:
     """(K,N,ndev) cumulative increments of ctx.events[metric] up to time t (K,N)."""
-    out = np.zeros(t.shape + (ndev,), dtype=np.float64)
+    out = np.zeros((*t.shape, ndev), dtype=np.float64)
     for te, n, dev, amt in ctx.events.get(metric, []):
         if dev < ndev:
             out[:, n, dev] += np.where(t[:, n] >= te, amt, 0.0)
@@ -1319,7 +1648,9 @@ def _emit_dcgm(ctx: _Ctx, rows: _Rows) -> None:
         z = rng.standard_normal((M, N, G)).astype(np.float32) * sd
         return z[m, nodes[None, :]]
 
-    gm = ctx.gmode if ctx.gmode is not None else np.broadcast_to(ctx.mode[:, :, None], (ctx.T, N, G))
+    gm = (
+        ctx.gmode if ctx.gmode is not None else np.broadcast_to(ctx.mode[:, :, None], (ctx.T, N, G))
+    )
     mode = _gather(gm, b)
     mode = np.where(after_back, IDLE, mode)
     work = _gather(np.broadcast_to(ctx.work, (ctx.T, N, G)), b)
@@ -1365,14 +1696,23 @@ def _emit_dcgm(ctx: _Ctx, rows: _Rows) -> None:
         e = e0[None] + 1e3 * (_gather(cum, b) + pw * frac)
         if np.isfinite(ctx.node_back).any():
             nb = np.isfinite(ctx.node_back)
-            e[:, nb] = np.where(after_back[:, nb], 1e3 * s.idle_w * (ct[:, nb, None] - back[None, nb, None]), e[:, nb])
+            e[:, nb] = np.where(
+                after_back[:, nb],
+                1e3 * s.idle_w * (ct[:, nb, None] - back[None, nb, None]),
+                e[:, nb],
+            )
         add(ENERGY, np.round(e))
     # PCIe replays: history + trickle + events
     if PCIE_REPLAY in fields:
         hist = np.where(ctx.rng.random((N, G)) < 0.15, ctx.rng.integers(1, 500, (N, G)), 0)
         for _ in range(int(ctx.rng.poisson(0.01 * N * G * ctx.dur / 900))):
-            ctx.ev(PCIE_REPLAY, _r5(ctx.rng.uniform(0, ctx.dur)), int(ctx.rng.integers(N)),
-                   int(ctx.rng.integers(G)), 1)
+            ctx.ev(
+                PCIE_REPLAY,
+                _r5(ctx.rng.uniform(0, ctx.dur)),
+                int(ctx.rng.integers(N)),
+                int(ctx.rng.integers(G)),
+                1,
+            )
         add(PCIE_REPLAY, hist[None] + _cum_events(ctx, PCIE_REPLAY, ct, G))
     util = np.where(train, np.minimum(100, 97.5 + 2.0 * np.abs(noise(1.0))), _MODE_UTIL[mode])
     util = np.where(mode == INIT, 5 + 30 * np.abs(noise(0.5)), util)
@@ -1408,14 +1748,24 @@ def _emit_dcgm(ctx: _Ctx, rows: _Rows) -> None:
     if NV5_SYMBOL in fields:
         hist = np.where(ctx.rng.random((N, G)) < 0.6, ctx.rng.integers(0, 4e5, (N, G)), 0)
         trickle = ctx.rng.uniform(0.01, 0.5, (N, G)) * (ctx.rng.random((N, G)) < 0.3)
-        add(NV5_SYMBOL, hist[None] + np.floor(trickle[None] * ct[:, :, None])
-            + _cum_events(ctx, NV5_SYMBOL, ct, G))
-        add(NV5_RECOV, np.where(ctx.rng.random((N, G)) < 0.05, 1.0, 0.0)[None]
-            + _cum_events(ctx, NV5_RECOV, ct, G))
+        add(
+            NV5_SYMBOL,
+            hist[None]
+            + np.floor(trickle[None] * ct[:, :, None])
+            + _cum_events(ctx, NV5_SYMBOL, ct, G),
+        )
+        add(
+            NV5_RECOV,
+            np.where(ctx.rng.random((N, G)) < 0.05, 1.0, 0.0)[None]
+            + _cum_events(ctx, NV5_RECOV, ct, G),
+        )
         add(NV5_RECOV_FAIL, _cum_events(ctx, NV5_RECOV_FAIL, ct, G))
     # remapped rows (history only)
     if UNC_REMAP in fields:
-        add(UNC_REMAP, np.broadcast_to((ctx.rng.random((N, G)) < 0.004).astype(float)[None], (K, N, G)))
+        add(
+            UNC_REMAP,
+            np.broadcast_to((ctx.rng.random((N, G)) < 0.004).astype(float)[None], (K, N, G)),
+        )
         cr = np.where(ctx.rng.random((N, G)) < 0.05, ctx.rng.integers(1, 9, (N, G)), 0)
         add(COR_REMAP, np.broadcast_to(cr[None].astype(float), (K, N, G)))
         add(REMAP_FAIL, np.zeros((K, N, G)))
@@ -1423,12 +1773,25 @@ def _emit_dcgm(ctx: _Ctx, rows: _Rows) -> None:
     tensor0, dram0 = 0.42, 0.38
     dramf = _gather(ctx.dram_f, b) if ctx.dram_f is not None else 1.0
     add(PROF_GR, np.clip(np.where(train, 0.93 + 0.01 * noise(1.0), _MODE_GR[mode]), 0, 1).round(6))
-    add(PROF_TENSOR, np.clip(np.where(train, tensor0 * work * (1 + noise(0.02)), 0.0), 0, 1).round(6))
-    add(PROF_DRAM, np.clip(np.where(train, dram0 * work * dramf * (1 + noise(0.02)),
-                                    np.where(mode == SPIN, 0.002, 0.0)), 0, 1).round(6))
+    add(
+        PROF_TENSOR,
+        np.clip(np.where(train, tensor0 * work * (1 + noise(0.02)), 0.0), 0, 1).round(6),
+    )
+    add(
+        PROF_DRAM,
+        np.clip(
+            np.where(
+                train, dram0 * work * dramf * (1 + noise(0.02)), np.where(mode == SPIN, 0.002, 0.0)
+            ),
+            0,
+            1,
+        ).round(6),
+    )
     # PCIe traffic (bytes/s): H2D input + (PCIe GPUs) GPU<->NIC collective traffic
     # GPUDirect RDMA / TCPXO: the inter-node collective traffic crosses the GPU's PCIe link
-    base_pcie = {"gb3": 8e9, "efa": 1.0e10, "a3g": 9e9, "h1n": 1.2e10, "rtx": 1.6e10}.get(s.key, 6e9)
+    base_pcie = {"gb3": 8e9, "efa": 1.0e10, "a3g": 9e9, "h1n": 1.2e10, "rtx": 1.6e10}.get(
+        s.key, 6e9
+    )
     pf = _gather(ctx.pcie_f, b) if ctx.pcie_f is not None else np.ones((K, N, G), np.float32)
     lgen = _gather(ctx.dyn["lgen"], b) if "lgen" in ctx.dyn else np.full((K, N, G), s.pcie_gen)
     rate = base_pcie * work * np.where(pf > 0, pf, 1.0) * (1 + noise(0.04))
@@ -1485,7 +1848,9 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
 
     def integ(rate_b: np.ndarray, start: np.ndarray) -> np.ndarray:
         """rate on base grid (T,N[,D]) -> cumulative at scrape times (K,N[,D]) from start."""
-        cum = np.concatenate([np.zeros((1,) + rate_b.shape[1:]), np.cumsum(rate_b * _DT, axis=0)[:-1]])
+        cum = np.concatenate(
+            [np.zeros((1, *rate_b.shape[1:])), np.cumsum(rate_b * _DT, axis=0)[:-1]]
+        )
         v = _gather(cum, b) + _gather(rate_b, b) * (frac if rate_b.ndim == 2 else frac[:, :, None])
         v = v + start
         if np.isfinite(ctx.node_back).any():
@@ -1494,7 +1859,9 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
             base = cum[ib0, np.where(nb)[0]]
             v[:, nb] = np.where(
                 (after_back[:, nb] if v.ndim == 2 else after_back[:, nb, None]),
-                v[:, nb] - start[nb] - base, v[:, nb])
+                v[:, nb] - start[nb] - base,
+                v[:, nb],
+            )
         return v
 
     mode = ctx.mode
@@ -1543,8 +1910,11 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
                 arr[sl, :, 0] += r
             else:
                 arr[sl, n, 0] += r
-    gw = (ctx.work.mean(axis=2) if ctx.work.ndim == 3 and ctx.work.shape[2] > 1
-          else np.broadcast_to(ctx.work, (ctx.T, N, 1))[:, :, 0])
+    gw = (
+        ctx.work.mean(axis=2)
+        if ctx.work.ndim == 3 and ctx.work.shape[2] > 1
+        else np.broadcast_to(ctx.work, (ctx.T, N, 1))[:, :, 0]
+    )
     up = np.ones((K, N, nd))
     if s.gpu_nics:
         # GPUDirect-TCPXO: collective traffic is ordinary TCP on the GPU NICs
@@ -1572,7 +1942,7 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
     # disk
     dr = (2e6 + 4e7 * (ctx.mode == TRAIN)).astype(np.float64)
     for a, z, n, r in ctx.net_extra.get("disk_r", []):
-        dr[ctx.idx(a):ctx.idx(z), n] += r
+        dr[ctx.idx(a) : ctx.idx(z), n] += r
     iot = (0.02 + 0.1 * (ctx.mode == TRAIN)).astype(np.float64)
     if ctx.disk_io_now is not None:
         stall = ctx.disk_io_now > 0
@@ -1580,7 +1950,7 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
         iot[stall] = 1.0
     dw = (1e6 + 0 * dr).astype(np.float64)
     for a, z in sp["ckpt"]:
-        dw[ctx.idx(a):ctx.idx(z)] += 8e8
+        dw[ctx.idx(a) : ctx.idx(z)] += 8e8
     dev = [s.disk]
     add(DISK_R, dev, np.round(integ(dr, uptime0 * 3e6))[:, :, None])
     add(DISK_W, dev, np.round(integ(dw, uptime0 * 2e6))[:, :, None])
@@ -1589,7 +1959,11 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
     ion = ion + (rng.random((K, N)) < 0.1)
     add(DISK_IO_NOW, dev, ion[:, :, None])
     sizes = np.array([0.9e12, 6.9e12 if s.key != "gb3" else 3.5e12])[: len(s.mounts)]
-    fa = sizes[None, None] * np.array([0.55, 0.7])[None, None] * (1 + 0.01 * rng.standard_normal((1, N, 1)))
+    fa = (
+        sizes[None, None]
+        * np.array([0.55, 0.7])[None, None]
+        * (1 + 0.01 * rng.standard_normal((1, N, 1)))
+    )
     add(FS_AVAIL, list(s.mounts), np.round(np.broadcast_to(fa, (K, N, 2))))
     add(FS_SIZE, list(s.mounts), np.broadcast_to(sizes[None, None], (K, N, 2)))
     add(VM_PGMAJ, [""], np.round(integ(np.full((ctx.T, N), 2.0), uptime0 * 2))[:, :, None])
@@ -1603,23 +1977,52 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
             outs = outs + 8 * 9e9 * gw / 4096
         add(TCP_OUTSEGS, [""], np.round(integ(outs, uptime0 * 3e3))[:, :, None])
         rr = outs * 2e-6
-        add(TCP_RETRANS, [""], np.round(integ(rr, uptime0 * 0.01) + _cum_events(ctx, TCP_RETRANS, t, 1)[:, :, 0])[:, :, None])
+        add(
+            TCP_RETRANS,
+            [""],
+            np.round(integ(rr, uptime0 * 0.01) + _cum_events(ctx, TCP_RETRANS, t, 1)[:, :, 0])[
+                :, :, None
+            ],
+        )
     if "pressure" in s.collectors:
         add(PSI_CPU, [""], integ(np.full((ctx.T, N), 0.01), uptime0 * 0.01).round(4)[:, :, None])
         psw = 0.002 + (ctx.disk_io_now > 0 if ctx.disk_io_now is not None else 0) * 0.95
-        add(PSI_IO_W, [""], integ(np.broadcast_to(psw, (ctx.T, N)).astype(float), uptime0 * 0.002).round(4)[:, :, None])
-        add(PSI_IO_S, [""], integ(np.broadcast_to(psw * 0.9, (ctx.T, N)).astype(float), uptime0 * 0.001).round(4)[:, :, None])
+        add(
+            PSI_IO_W,
+            [""],
+            integ(np.broadcast_to(psw, (ctx.T, N)).astype(float), uptime0 * 0.002).round(4)[
+                :, :, None
+            ],
+        )
+        add(
+            PSI_IO_S,
+            [""],
+            integ(np.broadcast_to(psw * 0.9, (ctx.T, N)).astype(float), uptime0 * 0.001).round(4)[
+                :, :, None
+            ],
+        )
     if "edac" in s.collectors:
         ce_hist = np.where(rng.random(N) < 0.08, rng.integers(1, 300, N), 0)
         for _ in range(int(rng.poisson(0.02 * N * ctx.dur / 3600))):
-            ctx.ev(EDAC_CE, _r5(rng.uniform(0, ctx.dur)), int(rng.integers(N)), int(rng.integers(2)), 1)
+            ctx.ev(
+                EDAC_CE, _r5(rng.uniform(0, ctx.dur)), int(rng.integers(N)), int(rng.integers(2)), 1
+            )
         ce = np.stack([ce_hist, np.zeros(N)], axis=1)[None] + _cum_events(ctx, EDAC_CE, t, 2)
         add(EDAC_CE, ["0", "1"], ce)
         add(EDAC_UE, ["0", "1"], _cum_events(ctx, EDAC_UE, t, 2))
     if "hwmon" in s.collectors:
-        cput = 45 + 10 * _gather(train_b.astype(np.float32), b)[:, :, None] + rng.standard_normal((K, N, 2))
-        add(HWMON_TEMP, ["coretemp:temp1", "coretemp:temp2"] if s.key != "gb3" else
-            ["acpitz:temp1", "acpitz:temp2"], np.round(cput))
+        cput = (
+            45
+            + 10 * _gather(train_b.astype(np.float32), b)[:, :, None]
+            + rng.standard_normal((K, N, 2))
+        )
+        add(
+            HWMON_TEMP,
+            ["coretemp:temp1", "coretemp:temp2"]
+            if s.key != "gb3"
+            else ["acpitz:temp1", "acpitz:temp2"],
+            np.round(cput),
+        )
     # InfiniBand / EFA / RoCE HCAs
     if s.ib:
         P_ = len(s.ib)
@@ -1633,7 +2036,7 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
             if getattr(ctx, "ib_quiet", None) is not None:
                 util = np.full_like(gw, 1e-4)
                 for a, z in ctx.ib_quiet:
-                    util[ctx.idx(a):ctx.idx(z)] = 0.2
+                    util[ctx.idx(a) : ctx.idx(z)] = 0.2
             r = np.repeat((s.ib_rate * util)[:, :, None], P_, axis=2)
             r = r * (1 + 0.03 * rng.standard_normal((1, N, P_)))
             st = uptime0[:, None] * s.ib_rate * 0.05 * rng.random((N, P_))
@@ -1648,14 +2051,19 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
                 fec = getattr(ctx, "fec", None)
                 if fec is not None:
                     c, port, te, crc = fec
-                    base[ctx.idx(te):, c, port] += crc * 0.8
+                    base[ctx.idx(te) :, c, port] += crc * 0.8
                 add(mname, devs, np.floor(integ(base, np.zeros((N, P_)))))
             else:
                 p = {IB_DOWNED: 0.08, IB_SYMBOL: 0.1, IB_RCV_ERR: 0.08}[mname]
                 if mname != IB_DOWNED:  # rare isolated ticks on healthy links
                     for _ in range(int(rng.poisson(0.05 * N * P_ * ctx.dur / 3600))):
-                        ctx.ev(mname, _r5(rng.uniform(0, ctx.dur)), int(rng.integers(N)),
-                               int(rng.integers(P_)), 1)
+                        ctx.ev(
+                            mname,
+                            _r5(rng.uniform(0, ctx.dur)),
+                            int(rng.integers(N)),
+                            int(rng.integers(P_)),
+                            1,
+                        )
                 hist = np.where(rng.random((N, P_)) < p, rng.integers(1, 200, (N, P_)), 0)
                 add(mname, devs, hist[None] + _cum_events(ctx, mname, t, P_))
     if s.ethtool:
@@ -1663,20 +2071,26 @@ def _emit_node(ctx: _Ctx, rows: _Rows) -> None:
         E = len(ports)
         for mname in s.ethtool:
             if mname == ET_CORR_BITS:
-                r = np.repeat((1e3 * (0.5 + rng.random((1, N))) * np.ones((ctx.T, 1)))[:, :, None], E, axis=2)
+                r = np.repeat(
+                    (1e3 * (0.5 + rng.random((1, N))) * np.ones((ctx.T, 1)))[:, :, None], E, axis=2
+                )
                 fec = getattr(ctx, "fec", None)
                 if fec is not None:
                     c, port, te, crc = fec
-                    r[ctx.idx(te):, c, port] = 10 ** 6.5
+                    r[ctx.idx(te) :, c, port] = 10**6.5
                 add(mname, ports, np.floor(integ(r, uptime0[:, None] * 1e3 * np.ones((N, E)))))
             elif mname == ET_CRC:
                 r = np.zeros((ctx.T, N, E))
                 fec = getattr(ctx, "fec", None)
                 if fec is not None:
                     c, port, te, crc = fec
-                    r[ctx.idx(te):, c, port] = crc
+                    r[ctx.idx(te) :, c, port] = crc
                     ctx.ev(ET_CRC, te, c, port, max(1.0, crc * 5))
-                add(mname, ports, np.floor(integ(r, np.zeros((N, E)))) + _cum_events(ctx, ET_CRC, t, E))
+                add(
+                    mname,
+                    ports,
+                    np.floor(integ(r, np.zeros((N, E)))) + _cum_events(ctx, ET_CRC, t, E),
+                )
             elif mname in (ET_TX_PAUSE, ET_RX_PAUSE):
                 r = np.repeat((200 * gw * (rng.random((1, N)) < 0.4))[:, :, None], E, axis=2)
                 add(mname, ports, np.floor(integ(r, uptime0[:, None] * 50 * np.ones((N, E)))))

@@ -32,7 +32,9 @@ def _raw(job) -> pl.DataFrame:
 
 
 def _est(j) -> float:
-    return c._estimate_rows(c.SITES[j.site], len(j.nodes), j.minutes, j.dcgm_interval, j.node_interval)
+    return c._estimate_rows(
+        c.SITES[j.site], len(j.nodes), j.minutes, j.dcgm_interval, j.node_interval
+    )
 
 
 def _smallest(J, kind):
@@ -48,8 +50,12 @@ def _series(df, node, metric, device=None):
 
 def _per_time(df, node, metric, how="max"):
     f = df.filter((pl.col("node") == node) & (pl.col("metric") == metric))
-    agg = {"max": pl.col("value").max(), "min": pl.col("value").min(), "mean": pl.col("value").mean(),
-           "sum": pl.col("value").sum()}[how]
+    agg = {
+        "max": pl.col("value").max(),
+        "min": pl.col("value").min(),
+        "mean": pl.col("value").mean(),
+        "sum": pl.col("value").sum(),
+    }[how]
     return f.group_by("time").agg(agg.alias("v")).sort("time")
 
 
@@ -79,39 +85,155 @@ def _rate(s: pl.DataFrame) -> pl.DataFrame:
 def test_api_constants():
     assert len(c.FAULT_KINDS) == 12 and len(c.BENIGN_KINDS) == 12
     assert not set(c.FAULT_KINDS) & set(c.BENIGN_KINDS)
-    assert isinstance(c.COUNTER_METRICS, frozenset) and isinstance(c.RATE_VALUED_COUNTERS, frozenset)
+    assert isinstance(c.COUNTER_METRICS, frozenset) and isinstance(
+        c.RATE_VALUED_COUNTERS, frozenset
+    )
     assert c.RATE_VALUED_COUNTERS <= c.COUNTER_METRICS
     assert c.is_counter("node_cpu_seconds_total") and not c.is_counter("DCGM_FI_DEV_GPU_TEMP")
     assert c.is_counter("node_vmstat_oom_kill")  # exposed untyped, cumulative
 
 
 _OLD_KINDS = set(
-    """alloc_cache_growth aoc_flapping apt_daily_spread async_ckpt_staging bin_spread_constant
-    brief_host_hiccup chassis_fan_failure clocksource_hpet_fallback cold_plate_flow_loss
-    compile_cache_skew constant_offset constant_offsets cooling_zones counter_reset cpu_contention
-    cpu_freq_capped crac_cycling_rows cron_maintenance_burst dataloader_jitter dataloader_stall
-    dcp_module_missing dimm_ce_storm dp_shape_groups early_finish ecc_xid ecc_xid_hang elastic
-    elastic_resize eval_phase eval_phases exporter_restart gpu_bus_drop gpu_fell_off_bus gpu_hang
-    gpu_lost_exporter_crashloop gpu_off_bus gsp_hang ha_replica_interleave hbm_thermal_throttle
-    hca_fatal_reset healthy healthy_steady host_mem_leak host_mem_pressure host_unreachable
-    hot_slot_offset hw_thermal_clock_event ib_counter_reset ib_port_down ib_port_polling_abort
-    ib_rate_degraded ib_symbol_error_creep ib_xmit_wait_congestion idle_gpu idle_gpu_by_design
-    io_stall jobwide_slowdown jobwide_throttle late_start late_starter link_flap
-    machine_unreachable mixed_exporters moe_alltoall moving_imbalance nccl_restart
-    nccl_timeout_jobwide nccl_timeout_restart nfs_client_hang nic_dropout
-    nic_pcie_stall_backpressure node_unreachable nsight_pause nvlink5_fabric_errors nvlink_error
-    nvlink_errors nvlink_replay_storm nvlink_symbol_ber_climb oom_killed_rank panic_reboot_return
-    pcie_degraded pcie_downgrade pcie_link_degraded pcie_retimer_replays pipeline_stages
-    plain_sync_run power_brake preproc_role_nodes profiler_paused profiling_pause prometheus_gap
-    psu_fail_brake_duty quiet_counters rack_power_cap rank0_extra rank0_load rare_error_ticks
-    roce_pfc_misconfig roce_pfc_pause_storm rolling_upgrade row_remap_pending
-    scrape_timeout_partial scratch_fill_write_fail seq_len_ramp shard_prefetch_misses
-    sharded_ckpt_writers shared_spine_contention short_blip short_blips slow_gpu_clock
-    slow_gpu_power slow_gpu_thermal sm_clock_locked softnet_irq_collapse sparse_counters
-    staggered_warmup stale_xid steady straggler_launch stray_process swap_thrash swapped_in_node
-    sync_checkpoint tcp_retrans_storm temp_reading_glitch thermal_slow_gpu thermal_slowdown
-    transient_dip two_culprits two_faults uce_single_gpu_abort uniform_training unreachable
-    warmup_late_start xid79_gpu_lost xid94_rank_killed xid95_uncontained_ecc xid_ecc_hang""".split()
+    [
+        "alloc_cache_growth",
+        "aoc_flapping",
+        "apt_daily_spread",
+        "async_ckpt_staging",
+        "bin_spread_constant",
+        "brief_host_hiccup",
+        "chassis_fan_failure",
+        "clocksource_hpet_fallback",
+        "cold_plate_flow_loss",
+        "compile_cache_skew",
+        "constant_offset",
+        "constant_offsets",
+        "cooling_zones",
+        "counter_reset",
+        "cpu_contention",
+        "cpu_freq_capped",
+        "crac_cycling_rows",
+        "cron_maintenance_burst",
+        "dataloader_jitter",
+        "dataloader_stall",
+        "dcp_module_missing",
+        "dimm_ce_storm",
+        "dp_shape_groups",
+        "early_finish",
+        "ecc_xid",
+        "ecc_xid_hang",
+        "elastic",
+        "elastic_resize",
+        "eval_phase",
+        "eval_phases",
+        "exporter_restart",
+        "gpu_bus_drop",
+        "gpu_fell_off_bus",
+        "gpu_hang",
+        "gpu_lost_exporter_crashloop",
+        "gpu_off_bus",
+        "gsp_hang",
+        "ha_replica_interleave",
+        "hbm_thermal_throttle",
+        "hca_fatal_reset",
+        "healthy",
+        "healthy_steady",
+        "host_mem_leak",
+        "host_mem_pressure",
+        "host_unreachable",
+        "hot_slot_offset",
+        "hw_thermal_clock_event",
+        "ib_counter_reset",
+        "ib_port_down",
+        "ib_port_polling_abort",
+        "ib_rate_degraded",
+        "ib_symbol_error_creep",
+        "ib_xmit_wait_congestion",
+        "idle_gpu",
+        "idle_gpu_by_design",
+        "io_stall",
+        "jobwide_slowdown",
+        "jobwide_throttle",
+        "late_start",
+        "late_starter",
+        "link_flap",
+        "machine_unreachable",
+        "mixed_exporters",
+        "moe_alltoall",
+        "moving_imbalance",
+        "nccl_restart",
+        "nccl_timeout_jobwide",
+        "nccl_timeout_restart",
+        "nfs_client_hang",
+        "nic_dropout",
+        "nic_pcie_stall_backpressure",
+        "node_unreachable",
+        "nsight_pause",
+        "nvlink5_fabric_errors",
+        "nvlink_error",
+        "nvlink_errors",
+        "nvlink_replay_storm",
+        "nvlink_symbol_ber_climb",
+        "oom_killed_rank",
+        "panic_reboot_return",
+        "pcie_degraded",
+        "pcie_downgrade",
+        "pcie_link_degraded",
+        "pcie_retimer_replays",
+        "pipeline_stages",
+        "plain_sync_run",
+        "power_brake",
+        "preproc_role_nodes",
+        "profiler_paused",
+        "profiling_pause",
+        "prometheus_gap",
+        "psu_fail_brake_duty",
+        "quiet_counters",
+        "rack_power_cap",
+        "rank0_extra",
+        "rank0_load",
+        "rare_error_ticks",
+        "roce_pfc_misconfig",
+        "roce_pfc_pause_storm",
+        "rolling_upgrade",
+        "row_remap_pending",
+        "scrape_timeout_partial",
+        "scratch_fill_write_fail",
+        "seq_len_ramp",
+        "shard_prefetch_misses",
+        "sharded_ckpt_writers",
+        "shared_spine_contention",
+        "short_blip",
+        "short_blips",
+        "slow_gpu_clock",
+        "slow_gpu_power",
+        "slow_gpu_thermal",
+        "sm_clock_locked",
+        "softnet_irq_collapse",
+        "sparse_counters",
+        "staggered_warmup",
+        "stale_xid",
+        "steady",
+        "straggler_launch",
+        "stray_process",
+        "swap_thrash",
+        "swapped_in_node",
+        "sync_checkpoint",
+        "tcp_retrans_storm",
+        "temp_reading_glitch",
+        "thermal_slow_gpu",
+        "thermal_slowdown",
+        "transient_dip",
+        "two_culprits",
+        "two_faults",
+        "uce_single_gpu_abort",
+        "uniform_training",
+        "unreachable",
+        "warmup_late_start",
+        "xid79_gpu_lost",
+        "xid94_rank_killed",
+        "xid95_uncontained_ecc",
+        "xid_ecc_hang",
+    ]
 )
 
 
@@ -176,7 +298,7 @@ def test_labels_inside_windows(J):
 
 def test_row_budget(J):
     assert max(_est(j) for j in J) <= 5.5e6
-    big = max(J, key=_est)
+    max(J, key=_est)
     # estimate vs a real render of a mid-size job
     mid = sorted(J, key=_est)[60]
     assert abs(_raw(mid).height / _est(mid) - 1) < 0.05
@@ -202,7 +324,10 @@ def _gpu_of(j, node):
 def _v_xid(*vals):
     def f(j, df, node, on):
         s = _series(df, node, c.XID, _gpu_of(j, node))
-        return _at(s, on)["value"][0] in vals and (~_before(s, on)["value"].is_in([float(v) for v in vals])).all()
+        return (
+            _at(s, on)["value"][0] in vals
+            and (~_before(s, on)["value"].is_in([float(v) for v in vals])).all()
+        )
 
     return f
 
@@ -217,14 +342,16 @@ def _v_acpi(j, df, node, on):
         t0 = j.start
         for salt, step in ((c._SALT_DCGM, j.dcgm_interval), (c._SALT_NODE, j.node_interval)):
             t, _ = c._scrape_grid(sp["rs"], salt, np.array([i]), sp["dur"], step)
-            sched = {t0 + timedelta(milliseconds=int(round(x * 1000))) for x in t[:, 0]}
+            sched = {t0 + timedelta(milliseconds=round(x * 1000)) for x in t[:, 0]}
             if on in sched:
                 return True
         return False
     before = _before(fb, on)
     ok_gpu = dc.height == 1 and dc["v"][0] < 0.2 * before["v"][-1]
-    last_dcgm = df.filter((pl.col("node") == node) & pl.col("metric").str.starts_with("DCGM"))["time"].max()
-    others = df.filter((pl.col("node") != node))["time"].max()
+    last_dcgm = df.filter((pl.col("node") == node) & pl.col("metric").str.starts_with("DCGM"))[
+        "time"
+    ].max()
+    others = df.filter(pl.col("node") != node)["time"].max()
     spec = j.spec["fault"]
     vanished = spec["back"] is not None or (others - last_dcgm) > timedelta(minutes=5)
     return (ok_gpu or dc.height == 0) and vanished
@@ -328,7 +455,7 @@ def test_hang_peers_spin_then_exit(J):
 def test_slow_culprit_slows_everyone(J):
     j = _smallest(J, "enforced_power_limit_low")
     df = _raw(j)
-    node, on = min(j.culprits.items(), key=lambda kv: kv[1])
+    _node, on = min(j.culprits.items(), key=lambda kv: kv[1])
     peer = next(n for n in j.nodes if n not in j.culprits)
     m = c.PROF_TENSOR
     s = _per_time(df, peer, m, "mean")
@@ -367,7 +494,7 @@ def test_container_pull_late_join(J):
     fb = _util_by_node(df, t, t + timedelta(seconds=0.3 * late[i]))
     lnode = j.nodes[i]
     early = [n for k, n in enumerate(j.nodes) if k not in late]
-    v = dict(zip(fb["node"], fb["value"]))
+    v = dict(zip(fb["node"], fb["value"], strict=False))
     assert v[lnode] < 0.1 * np.mean([v[n] for n in early if n in v])
 
 
@@ -376,9 +503,11 @@ def test_epoch_reshuffle_pause_all_nodes(J):
     df = _raw(j)
     a, z = j.spec["benign"]["pauses"][0]
     ta, tz = j.start + timedelta(seconds=a + 15), j.start + timedelta(seconds=z - 5)
-    u = df.filter((pl.col("metric") == c.PROF_TENSOR) & (pl.col("time") > ta) & (pl.col("time") < tz)
-                  if c.PROF_TENSOR in c.SITES[j.site].fields else
-                  (pl.col("metric") == c.POWER) & (pl.col("time") > ta) & (pl.col("time") < tz))
+    u = df.filter(
+        (pl.col("metric") == c.PROF_TENSOR) & (pl.col("time") > ta) & (pl.col("time") < tz)
+        if c.PROF_TENSOR in c.SITES[j.site].fields
+        else (pl.col("metric") == c.POWER) & (pl.col("time") > ta) & (pl.col("time") < tz)
+    )
     if u.height:
         if c.PROF_TENSOR in c.SITES[j.site].fields:
             assert u["value"].max() < 0.05
@@ -397,23 +526,28 @@ def test_batch_size_warmup_jobwide(J):
     d = df.filter(pl.col("metric") == m)
     a = d.filter((pl.col("time") < t1) & (pl.col("time") > t1 - timedelta(minutes=3)))
     b = d.filter(pl.col("time") > t2)
-    by = a.group_by("node").agg(pl.col("value").mean().alias("a")).join(
-        b.group_by("node").agg(pl.col("value").mean().alias("b")), on="node")
+    by = (
+        a.group_by("node")
+        .agg(pl.col("value").mean().alias("a"))
+        .join(b.group_by("node").agg(pl.col("value").mean().alias("b")), on="node")
+    )
     assert (by["b"] > by["a"] * 1.15).all()
 
 
 def test_gc_blip_is_short(J):
     j = _smallest(J, "python_gc_stall_blip")
     df = _raw(j)
-    for n, a, d in j.spec["benign"]["blips"]:
+    for _n, _a, d in j.spec["benign"]["blips"]:
         assert d < 240
     n, a, d = max(j.spec["benign"]["blips"], key=lambda x: x[2])
     t0, t1 = j.start + timedelta(seconds=a + 10), j.start + timedelta(seconds=a + d - 5)
     m = c.GPU_UTIL if c.GPU_UTIL in c.SITES[j.site].fields else c.POWER
     w = df.filter((pl.col("metric") == m) & (pl.col("time") > t0) & (pl.col("time") < t1))
     for ca, cz in j.spec["ckpt"]:  # an all-node checkpoint may overlap the blip
-        w = w.filter((pl.col("time") < j.start + timedelta(seconds=ca - 10))
-                     | (pl.col("time") > j.start + timedelta(seconds=cz + 30)))
+        w = w.filter(
+            (pl.col("time") < j.start + timedelta(seconds=ca - 10))
+            | (pl.col("time") > j.start + timedelta(seconds=cz + 30))
+        )
     if w.height and m == c.GPU_UTIL:
         blip = w.filter(pl.col("node") == j.nodes[n])["value"]
         peers = w.filter(pl.col("node") != j.nodes[n])["value"]
@@ -425,9 +559,16 @@ def test_hbm_vendor_offset_constant(J):
     j = _smallest(J, "hbm_vendor_mix")
     df = _raw(j)
     other = {j.nodes[i] for i in j.spec["benign"]["other"]}
-    mt = df.filter(pl.col("metric") == c.MEMORY_TEMP).group_by("node").agg(
-        (pl.col("value") - 0).mean().alias("m"))
-    gt = df.filter(pl.col("metric") == c.GPU_TEMP).group_by("node").agg(pl.col("value").mean().alias("g"))
+    mt = (
+        df.filter(pl.col("metric") == c.MEMORY_TEMP)
+        .group_by("node")
+        .agg((pl.col("value") - 0).mean().alias("m"))
+    )
+    gt = (
+        df.filter(pl.col("metric") == c.GPU_TEMP)
+        .group_by("node")
+        .agg(pl.col("value").mean().alias("g"))
+    )
     d = mt.join(gt, on="node").with_columns((pl.col("m") - pl.col("g")).alias("d"))
     a = d.filter(pl.col("node").is_in(list(other)))["d"].mean()
     b = d.filter(~pl.col("node").is_in(list(other)))["d"].mean()
@@ -449,7 +590,7 @@ def test_vocab_head_fb(J):
     h = j.nodes[j.spec["benign"]["heads"][0]]
     mid = j.start + timedelta(minutes=j.minutes / 2)
     fb = _util_by_node(df, mid, mid + timedelta(minutes=2))
-    v = dict(zip(fb["node"], fb["value"]))
+    v = dict(zip(fb["node"], fb["value"], strict=False))
     others = [v[n] for n in v if n != h]
     assert v[h] > 1.05 * np.median(others)
 
@@ -477,14 +618,18 @@ def test_demand_response_all_nodes(J):
     df = _raw(j)
     a, z, fr = j.spec["benign"]["cap"]
     t = j.start + timedelta(seconds=(a + z) / 2)
-    p = df.filter((pl.col("metric") == c.POWER) & (pl.col("time") > t) & (pl.col("time") < t + timedelta(minutes=1)))
+    p = df.filter(
+        (pl.col("metric") == c.POWER)
+        & (pl.col("time") > t)
+        & (pl.col("time") < t + timedelta(minutes=1))
+    )
     assert p["value"].max() <= c.SITES[j.site].tdp * fr * 1.01
 
 
 def test_backup_agent_frontend(J):
     j = _smallest(J, "host_backup_agent_tx")
     df = _raw(j)
-    n, a, d, r = j.spec["benign"]["agents"][0]
+    n, a, d, _r = j.spec["benign"]["agents"][0]
     node = j.nodes[n]
     s = _rate(_per_time(df, node, c.NET_TX, "sum")).drop_nulls()
     t = j.start + timedelta(seconds=a + d / 2)
@@ -503,7 +648,8 @@ def test_site_specifics(J):
         ms = set(df["metric"].unique())
         s = c.SITES[site]
         assert {m for m in ms if m.startswith("DCGM")} == set(s.fields) - (
-            {c.NV5_RECOV_FAIL} if False else set()), site
+            {c.NV5_RECOV_FAIL} if False else set()
+        ), site
         if site == "a4h":
             assert c.GPU_UTIL not in ms and c.PROF_TENSOR not in ms and c.CLOCKSOURCE not in ms
         if site == "a3g":
