@@ -59,9 +59,14 @@ class MetricSpec:
     hardware: bool = False
 
 
-#: metrics a job can move on the machine by itself -- the OOM killer fires as readily for a
-#: rank that loads too much as for a machine short of memory: reported, never a reason to drain
-JOB_CAN_CAUSE = frozenset({"node_vmstat_oom_kill"})
+#: metrics a job can move on the machine by itself, and why: reported, never a reason to drain
+JOB_CAN_CAUSE: dict[str, str] = {
+    # the OOM killer fires as readily for a rank that loads too much as for a machine short of
+    # memory
+    "node_vmstat_oom_kill": "an OOM kill may be the job's own doing",
+    # a rank writing more than its disk takes stalls its own node's I/O as a failing disk does
+    "node_pressure_io_stalled_seconds_total": "an I/O stall may be the job's own writes",
+}
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
 #: device lost, an error counter, a fault counted, a NIC pausing its link
@@ -212,6 +217,12 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
     MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700, evidence="coupled"),
     MetricSpec("DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100),
+    # Round 12: the slowest GPU memory clock (DCGM field 101, in dcgm-exporter's default CSV).
+    # Under load a data-centre GPU holds its memory at the P-state's one clock; a GPU left in a
+    # lower P-state after a transient (or an HBM throttling itself) runs its memory at half
+    # speed while its SM clock looks normal, and the job waits on it.  Range: HBM3e tops out
+    # near 4 GHz; GDDR7 cards run 14 GHz and widen it from the data
+    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000),
     MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
     MetricSpec(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job", evidence="coupled"
@@ -498,6 +509,17 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         1,
         derived=(CLOCKSOURCE_SERIES, _CLOCKSOURCE_EXPR),
         hardware=True,
+    ),
+    # Round 12: the share of time *no* task on the node could make progress for I/O (PSI
+    # "full" io, /proc/pressure/io; node_exporter's pressure collector, on by default, Linux
+    # >= 4.20): a local disk whose controller times out and resets, an NFS or parallel-
+    # filesystem client that hangs, stall the node's ranks while their peers' I/O flows.
+    # A stall is time, not a count, but it is read as the errors are: from a floor (a tenth
+    # of the time fully stalled: no published limit, a GUESS) on the events scale, and it
+    # must still be arriving a continuity after it began -- a checkpoint's write or a host's
+    # brief hiccup stalls for seconds, not minutes.  Never drained on (JOB_CAN_CAUSE)
+    MetricSpec(
+        "node_pressure_io_stalled_seconds_total", "node", "counter", "sum", 0.1, 1.0, "events"
     ),
     # Round 11: a GPU in a hardware slowdown (:data:`HW_SLOWDOWN_BITS`) while its peers' are
     # not: a board whose power supply failed brakes its GPUs in bursts, a GPU past its

@@ -269,8 +269,9 @@ def run_pass(
                 inc["action"] = "alert (no samples of this metric: exporter down?)"
             elif f.metric in JOB_CAN_CAUSE:
                 # the job's own memory use kills its ranks as surely as a machine short of
-                # memory: a drain would blame the node for the job (session-10 review)
-                inc["action"] = "alert (an OOM kill may be the job's own doing: not drained)"
+                # memory (session-10 review), its own writes stall its disk: a drain would
+                # blame the node for the job
+                inc["action"] = f"alert ({JOB_CAN_CAUSE[f.metric]}: not drained)"
             elif no_ref or (
                 offsets is not None
                 and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})

@@ -93,6 +93,10 @@ EXTRA = {
     "node_time_clocksource_current_info": 1.0,
     # round 11: the clock-event reasons, the driver capping power (0x4): no hardware slowdown
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": 4.0,
+    # round 12: the GPUs' memory clock (HBM3, an H100's 2619 MHz)
+    "DCGM_FI_DEV_MEM_CLOCK": 2619.0,
+    # and the time no task could make progress for I/O (PSI full; seconds since boot)
+    "node_pressure_io_stalled_seconds_total": 159.2,
 }
 
 

@@ -63,6 +63,9 @@ NOT_IN_V2 = {
     "DCGM_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS",
     # round 11: the clock-event reasons (a name pattern over both of DCGM's names)
     CLOCK_REASONS_SERIES,
+    # round 12: the memory clock (in dcgm-exporter's default CSV; v2 did not model it)
+    "DCGM_FI_DEV_MEM_CLOCK",
+    "node_pressure_io_stalled_seconds_total",
 }
 SHIPPED = (
     Path(__file__).parent.parent / "fixtures" / "metrics" / "dcgm-exporter-default-counters.csv"

@@ -44,7 +44,10 @@ def test_minder_against_the_naive_rules_on_corpus_v8(
 #: kernel's clock source read; hardware state gauges against the node's best state).  Still
 #: missed: psu_fail_brake_duty 2, gpu_lost_exporter_crashloop 2; false: 3 ring neighbours on
 #: the V100 site, which exports no GPU utilisation.
-FLOOR = {"minder": (0.93, 0.92, 5.0)}
+#: Rounds 11 and 12 (session 11): 0.955 / 0.984 (63 of 64) / 4.2 min, 0 of 60: both crash-
+#: looping exporters found (a hardware state held through the exporter's gaps); still missed:
+#: psu_fail_brake_duty 1 (V100, no clock-event field); still false: the 3 V100 ring neighbours.
+FLOOR = {"minder": (0.93, 0.96, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v8_eval
     import sys

@@ -38,7 +38,11 @@ def test_minder_against_the_naive_rules_on_corpus_v9(
 #: nvme_ctrl_timeout_stall 6, nvlink_bridge_absent_p2p 5, pcie_gen2_stuck_link 2,
 #: xid109_stuck_ctx 1; no false alarm.  231-244 s, 1.2 GB.  v9 is seen from here on.  Floors
 #: a little under: precision, recall, median delay (min).
-FLOOR = {"minder": (0.97, 0.66, 5.0)}
+#: Round 12 (session 11, designed on v9: seen, not blind; the GPUs' memory clock and PSI full
+#: io): 1.000 / 0.844 (54 of 64) / 4.0 min, 0 of 60.  Still missed: nvlink_bridge_absent_p2p 5
+#: (absent from the job's start: the node is its own reference), nvme_ctrl_timeout_stall 2,
+#: pcie_gen2_stuck_link 2 (efa: no link-generation field), xid109_stuck_ctx 1.
+FLOOR = {"minder": (0.97, 0.82, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v9_eval
     import sys

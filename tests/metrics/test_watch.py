@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 
@@ -204,31 +205,41 @@ def test_a_reference_span_still_in_progress_is_used_but_not_kept(
     assert "80" not in state["references"]
 
 
-def test_an_oom_kill_is_alerted_never_drained(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("metric", "value", "why"),
+    [
+        # its kernel OOM-kills a rank (its count since boot goes 0 -> 1): the OOM killer fires
+        # for a rank that loads too much as for a machine short of memory
+        (
+            "node_vmstat_oom_kill",
+            lambda late: pl.when(late).then(1.0).otherwise(0.0),
+            "an OOM kill may be the job's own doing",
+        ),
+        # no task on it makes progress for I/O 90 % of the time (PSI full, seconds since boot):
+        # a rank writing more than its disk takes stalls it as a failing disk does
+        (
+            "node_pressure_io_stalled_seconds_total",
+            lambda late: (
+                pl.when(late)
+                .then(0.9 * (pl.col("time") - pl.col("time").min()).dt.total_seconds())
+                .otherwise(0.0)
+            ),
+            "an I/O stall may be the job's own writes",
+        ),
+    ],
+)
+def test_what_a_job_can_cause_is_alerted_never_drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, metric: str, value, why: str
 ) -> None:
-    # gpu0003's kernel OOM-kills a rank 21 minutes in (its count since boot goes 0 -> 1); the
-    # OOM killer fires for a rank that loads too much as for a machine short of memory, so the
-    # node is reported and never drained
-    import polars as pl
-
+    # gpu0003 from 21 minutes in: reported, never drained
     from aegis_slurm.simulate.metrics import simulate_job
 
     df, _ = simulate_job(8, 30, None, seed=44)
     base = df.filter(pl.col("metric") == "node_load1")
     t0 = base["time"].min()
-    oom = base.with_columns(
-        metric=pl.lit("node_vmstat_oom_kill"),
-        value=pl.when(
-            (pl.col("node") == "gpu0003") & (pl.col("time") > t0 + pl.duration(minutes=21))
-        )
-        .then(1.0)
-        .otherwise(0.0),
-    )
-    new, drained = _drain_pass(tmp_path, monkeypatch, pl.concat([df, oom]), "91")
+    late = (pl.col("node") == "gpu0003") & (pl.col("time") > t0 + pl.duration(minutes=21))
+    extra = base.with_columns(metric=pl.lit(metric), value=value(late))
+    new, drained = _drain_pass(tmp_path, monkeypatch, pl.concat([df, extra]), "91")
     found = {i["node"]: (i["metric"], i["action"]) for i in new}
-    assert found["gpu0003"] == (
-        "node_vmstat_oom_kill",
-        "alert (an OOM kill may be the job's own doing: not drained)",
-    )
+    assert found["gpu0003"] == (metric, f"alert ({why}: not drained)")
     assert drained == []
