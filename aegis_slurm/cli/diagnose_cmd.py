@@ -152,8 +152,11 @@ def named_by(signals: dict[str, Any], logs: dict | None, metrics: dict | None) -
             named.setdefault(n["node"], []).append("logs")
     if metrics and "error" not in metrics:
         for f in metrics.get("faulty", []):
-            if "metrics" not in named.setdefault(f["node"], []):
-                named[f["node"]].append("metrics")
+            # a finding the job can cause (an OOM kill, a checkpoint writer's I/O stall) names
+            # the node with that doubt attached
+            src = "metrics (the job may cause it)" if f.get("job_can_cause") else "metrics"
+            if src not in named.setdefault(f["node"], []):
+                named[f["node"]].append(src)
     if known:
         named = {n: src for n, src in named.items() if n in known or src == ["signals"]}
     # most sources first; among equals, the order the sources rank them in (signals' culprits,

@@ -169,7 +169,10 @@ def detect_cmd(
     elif not doc["faulty"]:
         click.echo("no faulty node found")
     for f in doc["faulty"]:
-        click.echo(f"FAULTY {f['node']}  since {f['first_detected']}  {f['metric']}  {f['score']}")
+        click.echo(
+            f"FAULTY {f['node']}  since {f['first_detected']}  {f['metric']}  {f['score']}"
+            + (f"  ({f['job_can_cause']}: not a machine verdict)" if f["job_can_cause"] else "")
+        )
     for d in doc["departed"]:
         click.echo(f"LEFT   {d['node']}  at {d['at']}  (the job ran on without it; not a fault)")
     for c in doc["collateral"]:

@@ -59,7 +59,10 @@ class MetricSpec:
     hardware: bool = False
 
 
-#: metrics a job can move on the machine by itself, and why: reported, never a reason to drain
+#: metrics a job can move on the machine by itself, and why: reported with that reason, never
+#: a reason to drain, never evidence that corroborates another finding or makes the node the
+#: one "whose hardware speaks" (session-12 review: a rank-0 checkpoint writer's I/O stall must
+#: neither stand in for a straggler's evidence nor hide a dead rank as its collateral)
 JOB_CAN_CAUSE: dict[str, str] = {
     # the OOM killer fires as readily for a rank that loads too much as for a machine short of
     # memory
@@ -74,7 +77,10 @@ HARDWARE_SCALES = frozenset({"xid", "devices", "events", "latch", "decades"})
 
 
 def is_hardware(spec: MetricSpec) -> bool:
-    """Whether a finding on this metric is hardware evidence (:attr:`MetricSpec.hardware`)."""
+    """Whether a finding on this metric is hardware evidence (:attr:`MetricSpec.hardware`);
+    one the job can cause (:data:`JOB_CAN_CAUSE`) never is."""
+    if spec.name in JOB_CAN_CAUSE:
+        return False
     return spec.hardware or spec.scale in HARDWARE_SCALES
 
 
@@ -516,8 +522,10 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # filesystem client that hangs, stall the node's ranks while their peers' I/O flows.
     # A stall is time, not a count, but it is read as the errors are: from a floor (a tenth
     # of the time fully stalled: no published limit, a GUESS) on the events scale, and it
-    # must still be arriving a continuity after it began -- a checkpoint's write or a host's
-    # brief hiccup stalls for seconds, not minutes.  Never drained on (JOB_CAN_CAUSE)
+    # must still be arriving a continuity after it began -- a host's brief hiccup stalls for
+    # seconds.  But rank 0 saving a mid-size model's full state to NFS stalls its node for
+    # minutes (session-12 review): the job can cause it, so it is reported with that reason,
+    # never drained on and never evidence for another finding (JOB_CAN_CAUSE)
     MetricSpec(
         "node_pressure_io_stalled_seconds_total", "node", "counter", "sum", 0.1, 1.0, "events"
     ),

@@ -17,7 +17,7 @@ from scipy.ndimage import median_filter
 from scipy.stats import poisson
 
 from aegis_slurm.metrics.align import Aligned
-from aegis_slurm.metrics.catalog import HARDWARE_XIDS, is_hardware, spec_for
+from aegis_slurm.metrics.catalog import HARDWARE_XIDS, JOB_CAN_CAUSE, is_hardware, spec_for
 
 
 @dataclass(frozen=True)
@@ -1167,9 +1167,10 @@ def departed_at(mask: np.ndarray, times: np.ndarray, k: int) -> dict[int, float]
 
 def explained_by_departure(f: Finding, row: int, held: np.ndarray, times: np.ndarray) -> bool:
     """A finding on a level metric (not an Xid, a lost device or an error burst, which stay
-    hardware evidence) made while its node was out of the job (``held``: the
-    :func:`departure_mask` held for the whole window before the step)."""
-    if spec_for(f.metric).scale in ("xid", "devices", *COUNTING_SCALES):
+    hardware evidence; one the job can cause is not) made while its node was out of the job
+    (``held``: the :func:`departure_mask` held for the whole window before the step)."""
+    counted = spec_for(f.metric).scale in ("xid", "devices", *COUNTING_SCALES)
+    if counted and f.metric not in JOB_CAN_CAUSE:
         return False
     j = int(np.searchsorted(times, f.first_detected))
     return j < times.size and bool(held[row, j])
@@ -1231,6 +1232,16 @@ def collateral_of(
     return out
 
 
+def _reported_before(f: Finding, other: Finding) -> bool:
+    """Whether ``f`` is the node's finding to report rather than ``other``: the earlier, but
+    any finding the job cannot cause before one it can (a disk found stalling, then failing,
+    is reported -- and drained -- on its failure)."""
+    return (f.metric in JOB_CAN_CAUSE, f.first_detected) < (
+        other.metric in JOB_CAN_CAUSE,
+        other.first_detected,
+    )
+
+
 def detect(
     aligned: Aligned,
     priority: list[str],
@@ -1239,7 +1250,8 @@ def detect(
 ) -> Result:
     """Run Minder over the metrics in ``priority`` order that the data has.
 
-    Each node is reported once: at its earliest detection; on a tie, the higher-priority metric.
+    Each node is reported once: at its earliest detection; on a tie, the higher-priority metric;
+    a finding the job can cause (catalog ``JOB_CAN_CAUSE``) only when the node has no other.
     ``offsets`` (metric -> ``{"level", "offsets": {node: offset}}``, from :func:`job_reference`)
     replaces the per-node reference taken from the window's own start, for a window that no
     longer holds the job's.  With ``p.corroborate``, a finding on a coupled metric stands only
@@ -1289,7 +1301,9 @@ def detect(
         found, n, c = _detect_metric(aligned, m, p, never.get(m), ref, late, machine)
         windows = max(windows, n)
         per_metric[m] = found
-        if spec_for(m).evidence == "local":
+        # what the job can cause on its node by itself (a checkpoint writer's I/O stall) says
+        # nothing of the node's own state: it corroborates no other finding
+        if spec_for(m).evidence == "local" and m not in JOB_CAN_CAUSE:
             if p.measured_evidence:
                 w = max(round(p.window / aligned.step), 1)
                 c = measured_support(c, aligned.data[m], w)
@@ -1329,7 +1343,7 @@ def detect(
             if not explained_by_departure(f, row[f.node], held, aligned.times)
         ]
         for f in per_metric[m]:
-            if f.node not in best or f.first_detected < best[f.node].first_detected:
+            if f.node not in best or _reported_before(f, best[f.node]):
                 best[f.node] = f
     coll: dict[str, tuple[float, str]] = {}
     if p.collateral and util is not None:

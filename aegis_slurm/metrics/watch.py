@@ -244,8 +244,14 @@ def run_pass(
         seen_metric = set(df.select("node", "metric").unique().iter_rows())
         for f in result.faulty:
             key = f"{job.job_id}:{f.node}"
-            if key in incidents:
-                continue  # one action per node per incident
+            prev = incidents.get(key)
+            # one action per node per incident; but an alert on what the job can cause (an I/O
+            # stall) is no verdict on the machine: evidence the job cannot cause, found later
+            # (the stalling disk's mount now failing), is acted on (session-12 review)
+            if prev is not None and not (
+                prev.get("job_can_cause") and f.metric not in JOB_CAN_CAUSE
+            ):
+                continue
             inc = {
                 "job": job.job_id,
                 "node": f.node,
@@ -253,6 +259,8 @@ def run_pass(
                 "first_detected": iso(f.first_detected),
                 "score": round(f.score, 4),
             }
+            if prev is not None:
+                inc["after_alert_on"] = prev["metric"]
             evidence = f"{f.metric} off its peers since {inc['first_detected']} (job {job.job_id})"
             if relearn:  # may be an incident already acted on before the state was lost
                 inc["action"] = "none (state file was unreadable: re-learnt, not acted on)"
@@ -272,6 +280,7 @@ def run_pass(
                 # memory (session-10 review), its own writes stall its disk: a drain would
                 # blame the node for the job
                 inc["action"] = f"alert ({JOB_CAN_CAUSE[f.metric]}: not drained)"
+                inc["job_can_cause"] = True
             elif no_ref or (
                 offsets is not None
                 and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})

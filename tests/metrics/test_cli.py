@@ -34,7 +34,9 @@ def test_json_contract_names_the_culprit(files: dict) -> None:
     doc = json.loads(r.stdout)
     assert set(doc) == {"faulty", "windows", "departed", "collateral"} and doc["windows"] > 100
     (f,) = doc["faulty"]
-    assert set(f) == {"node", "first_detected", "metric", "score"}
+    # the issue's four keys, and session 12's additive one (a PCIe fault: no job cause)
+    assert set(f) == {"node", "first_detected", "metric", "score", "job_can_cause"}
+    assert f["job_can_cause"] is None
     assert f["node"] == files["bad"].node
     assert f["metric"] in ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
     assert f["first_detected"].endswith("Z") and isinstance(f["score"], float)
