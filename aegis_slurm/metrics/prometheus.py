@@ -191,20 +191,22 @@ def fetch_job(
     """The job's long table (``time, node, metric, value``) over ``[start, end]``.
 
     dcgm-exporter named its host label ``Hostname`` and renamed it ``hostname`` (NVIDIA/
-    dcgm-exporter #655, after 4.8.2): with either name configured, DCGM series found under
-    neither are asked for once more under the other, so an exporter upgrade does not silently
-    leave every GPU metric out."""
+    dcgm-exporter #655, after 4.8.2): with either name configured, the nodes whose GPU series
+    do not cover the window under it (:func:`dcgm_short`) are asked for once more under the
+    other -- an exporter upgrade, all at once or rolling through the job's nodes, must leave
+    no node's GPU metrics out, and no upgraded node judged on their absence.  A sample both
+    names give is used once."""
     if not nodes:
         raise ConfigError("the job has no nodes to query")
     frames = _fetch_frames(cfg, nodes, start, end, metrics, step)
     dcgm = [m for m in metrics if m.source == "dcgm"]
-    names = {m.name for m in dcgm}
-    got_dcgm = any(f["metric"][0] in names for f in frames)
-    if dcgm and not got_dcgm and cfg.dcgm_label in DCGM_HOST_LABELS:
+    short = dcgm_short(frames, {m.name for m in dcgm}, nodes, start, end, step)
+    if dcgm and short and cfg.dcgm_label in DCGM_HOST_LABELS:
         other = next(name for name in DCGM_HOST_LABELS if name != cfg.dcgm_label)
-        frames += _fetch_frames(replace(cfg, dcgm_label=other), nodes, start, end, dcgm, step)
+        frames += _fetch_frames(replace(cfg, dcgm_label=other), short, start, end, dcgm, step)
     schema = {"t": pl.Float64, "node": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64}
     df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
+    df = df.unique(subset=["t", "node", "metric"], keep="first", maintain_order=True)
     return df.select(
         (pl.col("t") * 1e6).cast(pl.Int64).cast(pl.Datetime("us", "UTC")).alias("time"),
         "node",
@@ -215,6 +217,31 @@ def fetch_job(
 
 #: dcgm-exporter's host label before and after its #655
 DCGM_HOST_LABELS = ("Hostname", "hostname")
+
+
+def dcgm_short(
+    frames: list[pl.DataFrame],
+    names: set[str],
+    nodes: list[str],
+    start: float,
+    end: float,
+    step: float,
+) -> list[str]:
+    """The nodes whose GPU series (``names``) start later or stop earlier than two steps
+    from the window's ends, or are absent: a node whose dcgm-exporter was upgraded in the
+    window answers under the other host label from then on (a dead exporter is asked twice)."""
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    for f in frames:
+        if f.height and f["metric"][0] in names:
+            node, t = f["node"][0], f["t"]
+            first[node] = min(first.get(node, np.inf), float(t.min()))
+            last[node] = max(last.get(node, -np.inf), float(t.max()))
+    return [
+        n
+        for n in nodes
+        if n not in first or first[n] > start + 2 * step or last[n] < end - 2 * step
+    ]
 
 
 def _fetch_frames(

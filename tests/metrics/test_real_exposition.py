@@ -260,3 +260,31 @@ def test_dcgm_series_under_the_renamed_hostname_label_are_found(tmp_path: Path) 
     temp = df.filter(pl.col("metric") == "DCGM_FI_DEV_GPU_TEMP")
     assert set(temp["node"]) == set(nodes) and temp["value"].max() == 61.0  # max over GPUs
     assert df.filter(pl.col("metric") == "node_load1").height == temp.height
+
+
+def test_a_rolling_dcgm_exporter_upgrade_leaves_no_node_judged_on_absence(tmp_path: Path) -> None:
+    # the upgrade rolls through the job's nodes (session-12 review): hostB's dcgm-exporter is
+    # upgraded five minutes in and labels its series `hostname` from then on, while hostA's
+    # still says `Hostname`; hostB's GPU series must still cover the whole window, each
+    # sample once
+    import shutil
+
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
+    t0 = (time.time() // 3600 - 2) * 3600
+    out = ["# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]
+    for host in ("hostA", "hostB"):
+        for k in range(41):
+            label = "hostname" if host == "hostB" and k >= 20 else "Hostname"
+            lab = f'gpu="0",{label}="{host}",instance="{host}:9400"'
+            out.append(f"DCGM_FI_DEV_GPU_TEMP{{{lab}}} {60 + k} {t0 + 15 * k:.3f}")
+    df = served_and_fetched(
+        tmp_path, out, ["hostA", "hostB"], t0, [spec_for("DCGM_FI_DEV_GPU_TEMP")]
+    )
+    a, b = (df.filter(pl.col("node") == h).sort("time") for h in ("hostA", "hostB"))
+    assert b.height == a.height > 30
+    assert b["time"].to_list() == a["time"].to_list()
+    # at the switch step the old name's last sample is still within the lookback: that one
+    # step may carry the previous scrape's value, once
+    differ = [i for i, (x, y) in enumerate(zip(a["value"], b["value"], strict=True)) if x != y]
+    assert len(differ) <= 1 and all(b["value"][i] == a["value"][i - 1] for i in differ)
