@@ -57,6 +57,9 @@ class MetricSpec:
     #: down, a link retrained narrower, a failed row remap), not a symptom it shares with a
     #: job that stopped; every counter and indicator scale is (:data:`HARDWARE_SCALES`)
     hardware: bool = False
+    #: a hardware state gauge's healthy side, for its reference (the node's best state): None
+    #: as ``agg`` says -- "min" reads the node's worst device, so high is healthy, else low
+    healthy_high: bool | None = None
 
 
 #: metrics a job can move on the machine by itself, and why: reported with that reason, never
@@ -69,6 +72,8 @@ JOB_CAN_CAUSE: dict[str, str] = {
     "node_vmstat_oom_kill": "an OOM kill may be the job's own doing",
     # a rank writing more than its disk takes stalls its own node's I/O as a failing disk does
     "node_pressure_io_stalled_seconds_total": "an I/O stall may be the job's own writes",
+    # a rank allocating beyond the node's memory makes the kernel reclaim and compact for it
+    "node_pressure_memory_stalled_seconds_total": "a memory stall may be the job's own use",
 }
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -216,6 +221,24 @@ _HW_SLOWDOWN_EXPR = (
     + " + ".join(f"floor(({_REASONS}) / {bit}) % 2" for bit in HW_SLOWDOWN_BITS)
     + ", 1)[{range}s:{step}s])"
 )
+
+#: A link that went down twice within half an hour (round 13, designed on corpus v10, seen):
+#: Azure's health checks fail a node on "multiple IB link flapping events within 6 hours"
+#: (azurehpc-health-checks ``azure_ib_link_flapping.nhc``, FaultCode NHC2005); half an hour
+#: keeps it within a job's life.  Per port: 1 when its counter rose by more than ``{min}``
+#: over the window, else 0 (``increase`` extrapolates a little past whole events: the
+#: thresholds sit halfway between counts); the node's most flapping port is read
+FLAP_WINDOW = 1800
+_FLAP_EXPR = "increase({{sel}}[{window}s]) > bool {min}"
+#: IB's link_downed counts each time a port went down; a carrier change counts each loss
+#: and each return, so two flaps are four (three if the port is down again)
+LINK_FLAPPING = "instance:node_infiniband_link_downed:flapping"
+CARRIER_FLAPPING = "instance:node_network_carrier_changes:flapping"
+
+#: The summed speed of the node's physical NICs (node_exporter's netclass ``speed_bytes``;
+#: a NIC whose speed is unknown, a port down, reads -1 Mb/s: counted as 0)
+NIC_SPEED = "instance:node_network_speed_bytes:sum"
+_NIC_SPEED_EXPR = "clamp_min(last_over_time({sel}[{lookback}s]), 0)"
 
 #: The default set: the issue's twelve metrics, the per-device minima of the IB receive rate
 #: and of the NVLink counter, the last Xid and the GPU and IB port counts.
@@ -543,6 +566,59 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         1,
         derived=(CLOCK_REASONS_SERIES, _HW_SLOWDOWN_EXPR),
         hardware=True,
+    ),
+    # Round 13 (designed on corpus v10, seen): a port that keeps going down and retraining
+    # (a bad cable or transceiver) stalls the job at every bounce, but bounces minutes apart
+    # leave no error *rate* that lasts the continuity; twice within FLAP_WINDOW is a fault
+    # of the machine's link, as Azure's checks have it
+    MetricSpec(
+        LINK_FLAPPING,
+        "node",
+        "gauge",
+        "max",
+        0,
+        1,
+        derived=(
+            "node_infiniband_link_downed_total",
+            _FLAP_EXPR.format(window=FLAP_WINDOW, min=1.5),
+        ),
+        hardware=True,
+    ),
+    MetricSpec(
+        CARRIER_FLAPPING,
+        "node",
+        "gauge",
+        "max",
+        0,
+        1,
+        derived=(
+            "node_network_carrier_changes_total",
+            _FLAP_EXPR.format(window=FLAP_WINDOW, min=2.5),
+        ),
+        exclude_devices=VIRTUAL_NICS,
+        hardware=True,
+    ),
+    # a NIC that renegotiated a lower speed after a flap (autonegotiation falling back: 100G
+    # to 25G) carries the job's traffic at a quarter of its peers' while it reports up; the
+    # sum over the node's physical NICs drops by what it lost, and is read against the
+    # node's best state (its highest: healthy_high)
+    MetricSpec(
+        NIC_SPEED,
+        "node",
+        "gauge",
+        "sum",
+        0,
+        None,
+        derived=("node_network_speed_bytes", _NIC_SPEED_EXPR),
+        exclude_devices=VIRTUAL_NICS,
+        hardware=True,
+        healthy_high=True,
+    ),
+    # the share of time no task could progress for memory (PSI full memory): a node up for
+    # months whose fragmented memory stalls in direct compaction for huge pages, a failing
+    # DIMM's retired pages.  Read as the I/O stall is, and as it, the job can cause it
+    MetricSpec(
+        "node_pressure_memory_stalled_seconds_total", "node", "counter", "sum", 0.1, 1.0, "events"
     ),
 )
 

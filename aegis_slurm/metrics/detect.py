@@ -404,13 +404,15 @@ def reference_statistic(metric: str, p: Params) -> str | None:
     The catalog's hardware state gauges (``MetricSpec.hardware``: a port's state and rate, a
     PCIe link's width and generation, a failed row remap, a hung mount, a slow clock source)
     are such states too (round 10): their best is the highest where the catalog takes the
-    node's lowest (``agg`` "min": a port down, a link narrower), else the lowest (corpus v8,
-    seen: a clock source that fell back 1.6 minutes into the span was the node's normal)."""
+    node's lowest (``agg`` "min": a port down, a link narrower) or says so (``healthy_high``:
+    the NICs' summed speed), else the lowest (corpus v8, seen: a clock source that fell back
+    1.6 minutes into the span was the node's normal)."""
     if not p.scales:
         return None
     spec = spec_for(metric)
     if spec.hardware:
-        return "max" if spec.agg == "min" else "min"
+        high = spec.agg == "min" if spec.healthy_high is None else spec.healthy_high
+        return "max" if high else "min"
     return {"devices": "max", "xid": "min"}.get(spec.scale)
 
 

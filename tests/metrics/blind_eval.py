@@ -14,6 +14,7 @@ have two); any other node flagged, or a culprit flagged before its onset, is a f
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -123,6 +124,21 @@ def per_node_table(job: Any, aggregate: Aggregate) -> pl.DataFrame:
                 )
             )
             continue
+        if expr.startswith("increase("):  # a port flapping: its counter up twice in a while
+            window, above = re.fullmatch(
+                r"increase\(\{sel\}\[(\d+)s\]\) > bool ([\d.]+)", expr
+            ).groups()
+            frames.append(
+                flapping(series, float(window), float(above)).with_columns(metric=pl.lit(spec.name))
+            )
+            continue
+        if expr.startswith("clamp_min(last_over_time("):  # each device's value, at least 0
+            frames.append(
+                series.group_by("node", "time")
+                .agg(getattr(pl.col("value").clip(lower_bound=0.0), spec.agg)())
+                .with_columns(metric=pl.lit(spec.name))
+            )
+            continue
         if expr.startswith("last_over_time("):  # agg by (node) of each device's value
             frames.append(
                 series.group_by("node", "time")
@@ -164,6 +180,26 @@ def per_device_rate(series: pl.DataFrame, window: float, agg: str) -> pl.DataFra
     """``agg by (node) (rate(series[window]))`` evaluated at each scrape: each device's counter
     increase (a decrease is a reset) over the samples of the last ``window`` seconds, divided by
     their time span; no value until a device has two samples in the window."""
+    inc = per_device_increase(series, window)
+    span = (pl.col("time") - pl.col("t0")).dt.total_seconds(fractional=True)
+    rated = inc.with_columns(value=pl.col("value") / span)
+    return rated.group_by("node", "time").agg(getattr(pl.col("value"), agg)())
+
+
+def flapping(series: pl.DataFrame, window: float, above: float) -> pl.DataFrame:
+    """``max by (node) (increase(series[window]) > bool above)`` at each scrape: 1 where a
+    device's counter rose by more than ``above`` over the last ``window`` seconds (PromQL's
+    small extrapolation past whole events is not modelled: the catalog's thresholds sit
+    halfway between counts), else 0."""
+    inc = per_device_increase(series, window)
+    flag = inc.with_columns(value=(pl.col("value") > above).cast(pl.Float64))
+    return flag.group_by("node", "time").agg(pl.col("value").max())
+
+
+def per_device_increase(series: pl.DataFrame, window: float) -> pl.DataFrame:
+    """Each device's counter increase (a decrease is a reset) over its samples of the last
+    ``window`` seconds, at each of its scrapes (``node, device, time, t0, value``: ``t0`` the
+    window's first sample); no value until a device has two samples in the window."""
     series = series.with_columns(pl.col("node", "device").cast(pl.String))
     s = series.sort("node", "device", "time").with_columns(
         d=pl.col("value").diff().over("node", "device")
@@ -186,11 +222,9 @@ def per_device_rate(series: pl.DataFrame, window: float, agg: str) -> pl.DataFra
         strategy="forward",
         check_sortedness=False,  # both sorted by their key above; the groups cannot be checked
     )
-    span = (pl.col("time") - pl.col("t0")).dt.total_seconds(fractional=True)
-    rated = joined.filter(pl.col("t0") < pl.col("time")).with_columns(
-        value=(pl.col("c") - pl.col("c0")) / span
+    return joined.filter(pl.col("t0") < pl.col("time")).with_columns(
+        value=pl.col("c") - pl.col("c0")
     )
-    return rated.group_by("node", "time").agg(getattr(pl.col("value"), agg)())
 
 
 def evaluate_jobs(jobs: Iterable[Any], aggregate: Aggregate) -> dict[str, Tally]:

@@ -97,6 +97,10 @@ EXTRA = {
     "DCGM_FI_DEV_MEM_CLOCK": 2619.0,
     # and the time no task could make progress for I/O (PSI full; seconds since boot)
     "node_pressure_io_stalled_seconds_total": 159.2,
+    # round 13: the NICs' speed (two 100 GbE ports: 1.25e10 bytes/s each) and the time no
+    # task could progress for memory (PSI full; seconds since boot)
+    "node_network_speed_bytes": 2.5e10,
+    "node_pressure_memory_stalled_seconds_total": 12.0,
 }
 
 

@@ -8,10 +8,13 @@ from pathlib import Path
 
 from aegis_slurm.metrics.catalog import (
     BY_NAME,
+    CARRIER_FLAPPING,
     CLOCKSOURCE_SLOW,
     DEFAULT_METRICS,
     HARDWARE_XIDS,
     HW_SLOWDOWN,
+    LINK_FLAPPING,
+    NIC_SPEED,
     NVLINK5_COUNTERS,
     NVLINK_ERROR_COUNTERS,
     NVLINK_MIN,
@@ -159,9 +162,18 @@ def test_derived_metrics_read_a_shipped_series() -> None:
     # (a rate of a counter; DCGM's NVLink bandwidth, a rate the CSV calls a counter, is read
     # as it is); the device counts count a shipped per-device series (any type)
     derived = [m for m in DEFAULT_METRICS if m.derived is not None]
-    assert len(derived) == 7
+    assert len(derived) == 10
     for m in derived:
         source, expr = m.derived
+        if m.name in (LINK_FLAPPING, CARRIER_FLAPPING):  # a port down twice in half an hour
+            assert node_types().get(source) == "counter" and m.hardware and m.agg == "max"
+            above = 1.5 if m.name == LINK_FLAPPING else 2.5  # carrier: a loss and a return
+            assert expr == f"increase({{sel}}[1800s]) > bool {above}"
+            continue
+        if m.name == NIC_SPEED:  # the physical NICs' speed, an unknown one (-1 Mb/s) as 0
+            assert node_types().get(source) == "gauge" and m.hardware and m.healthy_high
+            assert expr.startswith("clamp_min(last_over_time({sel}") and m.exclude_devices
+            continue
         if m.name == HW_SLOWDOWN:  # DCGM field 112 under either name, NVML's hardware bits
             assert source_matches(source, "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
             assert source_matches(source, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS")

@@ -37,7 +37,11 @@ def test_minder_against_the_naive_rules_on_corpus_v10(
 #: thp_compaction_memory_stall 6, hca_port_bounce_loop 3, nic_autoneg_speed_fallback 2,
 #: lustre_ost_evict_reconnect 1; no false alarm.  90-95 s, 1.2 GB.  v10 is seen from here on.
 #: Floors a little under: precision, recall, median delay (min).
-FLOOR = {"minder": (0.97, 0.80, 5.0)}
+#: Round 13 (session 12, designed on v10: seen, not blind; a link down twice in half an hour,
+#: the NICs' summed speed, PSI full memory): 1.000 / 0.912 (62 of 68) / 3.8 min, 0 of 56.
+#: Still missed: thp_compaction_memory_stall 5 (its stall share under the guessed floor),
+#: lustre_ost_evict_reconnect 1.
+FLOOR = {"minder": (0.97, 0.89, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v10_eval
     import sys

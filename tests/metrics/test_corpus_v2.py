@@ -66,6 +66,10 @@ NOT_IN_V2 = {
     # round 12: the memory clock (in dcgm-exporter's default CSV; v2 did not model it)
     "DCGM_FI_DEV_MEM_CLOCK",
     "node_pressure_io_stalled_seconds_total",
+    # round 13: the NICs' speed and PSI full memory (node_exporter's netclass and pressure
+    # collectors; v2 modelled neither)
+    "node_network_speed_bytes",
+    "node_pressure_memory_stalled_seconds_total",
 }
 SHIPPED = (
     Path(__file__).parent.parent / "fixtures" / "metrics" / "dcgm-exporter-default-counters.csv"

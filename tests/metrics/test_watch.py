@@ -226,6 +226,17 @@ def test_a_reference_span_still_in_progress_is_used_but_not_kept(
             ),
             "an I/O stall may be the job's own writes",
         ),
+        # no task on it makes progress for memory 60 % of the time (PSI full): a rank allocating
+        # past the node's memory stalls it in reclaim as a node with fragmented memory stalls
+        (
+            "node_pressure_memory_stalled_seconds_total",
+            lambda late: (
+                pl.when(late)
+                .then(0.6 * (pl.col("time") - pl.col("time").min()).dt.total_seconds())
+                .otherwise(0.0)
+            ),
+            "a memory stall may be the job's own use",
+        ),
     ],
 )
 def test_what_a_job_can_cause_is_alerted_never_drained(
