@@ -83,6 +83,19 @@ def real_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, f
             proc.wait(timeout=10)
 
 
+def raw_frame(rows: list[tuple]) -> pl.DataFrame:
+    """``(time, node, metric, device, value)`` rows as the corpora's raw long frame, for the
+    scorer's offline models of a derived metric's PromQL (``blind_eval``)."""
+    schema = {
+        "time": pl.Datetime("ms", "UTC"),
+        "node": pl.String,
+        "metric": pl.String,
+        "device": pl.String,
+        "value": pl.Float64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
 def served_and_fetched(
     tmp: Path, lines: list[str], nodes: list[str], t0: float, specs: list[MetricSpec]
 ) -> pl.DataFrame:

@@ -24,7 +24,7 @@ from aegis_slurm.metrics.detect import (
 )
 
 from .blind_eval import hw_slowdown_share
-from .test_real_exposition import served_and_fetched
+from .test_real_exposition import raw_frame, served_and_fetched
 
 STEP = 15.0
 TIMES = 1e9 + STEP * np.arange(160)  # 40 min
@@ -119,18 +119,7 @@ def _reasons(t0: float) -> tuple[list[str], pl.DataFrame]:
                 lines.append(f"{name}{{{lab}}} {v:.0f} {t:.3f}")
                 when = datetime.fromtimestamp(t, UTC)
                 rows.append((when, host, name, str(gpu), float(v)))
-    raw = pl.DataFrame(
-        rows,
-        schema={
-            "time": pl.Datetime("ms", "UTC"),
-            "node": pl.String,
-            "metric": pl.String,
-            "device": pl.String,
-            "value": pl.Float64,
-        },
-        orient="row",
-    )
-    return lines, raw
+    return lines, raw_frame(rows)
 
 
 def test_hardware_slowdown_share_through_a_real_prometheus(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from aegis_slurm.metrics.catalog import (
 from aegis_slurm.metrics.detect import Params, detect, reference_statistic
 
 from .blind_eval import flapping
-from .test_real_exposition import served_and_fetched
+from .test_real_exposition import raw_frame, served_and_fetched
 
 STEP = 15.0
 TIMES = 1e9 + STEP * np.arange(240)  # 60 min
@@ -86,18 +86,7 @@ def _links(t0: float) -> tuple[list[str], pl.DataFrame]:
                     m, lab = SPEED, f'device="{dev_id}",{inst}'
                 lines.append(f"{m}{{{lab}}} {v} {t:.3f}")
                 rows.append((datetime.fromtimestamp(t, UTC), host, m, dev_id, float(v)))
-    raw = pl.DataFrame(
-        rows,
-        schema={
-            "time": pl.Datetime("ms", "UTC"),
-            "node": pl.String,
-            "metric": pl.String,
-            "device": pl.String,
-            "value": pl.Float64,
-        },
-        orient="row",
-    )
-    return lines, raw
+    return lines, raw_frame(rows)
 
 
 def test_flapping_and_nic_speed_through_a_real_prometheus(tmp_path: Path) -> None:
