@@ -200,13 +200,16 @@ def fetch_job(
         raise ConfigError("the job has no nodes to query")
     frames = _fetch_frames(cfg, nodes, start, end, metrics, step)
     dcgm = [m for m in metrics if m.source == "dcgm"]
-    short = dcgm_short(frames, {m.name for m in dcgm}, nodes, start, end, step)
-    if dcgm and short and cfg.dcgm_label in DCGM_HOST_LABELS:
+    short = []
+    if dcgm and cfg.dcgm_label in DCGM_HOST_LABELS:
+        short = dcgm_short(frames, {m.name for m in dcgm}, nodes, start, end, step)
+    if short:
         other = next(name for name in DCGM_HOST_LABELS if name != cfg.dcgm_label)
         frames += _fetch_frames(replace(cfg, dcgm_label=other), short, start, end, dcgm, step)
     schema = {"t": pl.Float64, "node": pl.Utf8, "metric": pl.Utf8, "value": pl.Float64}
     df = pl.concat(frames) if frames else pl.DataFrame(schema=schema)
-    df = df.unique(subset=["t", "node", "metric"], keep="first", maintain_order=True)
+    if short:  # one query per (metric, node) answers each step once; two names may both
+        df = df.unique(subset=["t", "node", "metric"], keep="first", maintain_order=True)
     return df.select(
         (pl.col("t") * 1e6).cast(pl.Int64).cast(pl.Datetime("us", "UTC")).alias("time"),
         "node",

@@ -280,7 +280,7 @@ def run_pass(
                 # memory (session-10 review), its own writes stall its disk: a drain would
                 # blame the node for the job
                 inc["action"] = f"alert ({JOB_CAN_CAUSE[f.metric]}: not drained)"
-                inc["job_can_cause"] = True
+                inc["job_can_cause"] = JOB_CAN_CAUSE[f.metric]  # as minder --json says it
             elif no_ref or (
                 offsets is not None
                 and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})
