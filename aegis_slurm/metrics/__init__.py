@@ -14,7 +14,7 @@ import polars as pl
 
 from aegis_slurm.errors import NoDataError
 from aegis_slurm.metrics.align import Aligned, align
-from aegis_slurm.metrics.catalog import JOB_CAN_CAUSE, spec_for
+from aegis_slurm.metrics.catalog import job_can_cause, spec_for
 from aegis_slurm.metrics.detect import Params, Result, detect, lambda_2delta
 from aegis_slurm.metrics.priority import default_priority
 from aegis_slurm.metrics.prometheus import PromConfig, fetch_job
@@ -79,7 +79,7 @@ def to_json(result: Result) -> dict[str, Any]:
     ``{"faulty": [{"node", "first_detected", "metric", "score", "job_can_cause"}, ...],
     "windows": int, "departed": [{"node", "at"}, ...], "collateral": [{"node", "at", "with"},
     ...]}``: ``job_can_cause`` is null, or why the job itself may have moved that metric (an
-    OOM kill, an I/O stall: catalog ``JOB_CAN_CAUSE``) -- a finding to read, not a machine
+    OOM kill, an I/O stall: catalog ``job_can_cause``) -- a finding to read, not a machine
     verdict;
     ``departed`` names the nodes that left the job while it ran on at its level (an elastic job
     releasing them), ``collateral`` those whose GPUs went idle together with another node's
@@ -92,7 +92,7 @@ def to_json(result: Result) -> dict[str, Any]:
                 "first_detected": iso(f.first_detected),
                 "metric": f.metric,
                 "score": round(float(f.score), 4),
-                "job_can_cause": JOB_CAN_CAUSE.get(f.metric),
+                "job_can_cause": job_can_cause(f.metric),
             }
             for f in result.faulty
         ],

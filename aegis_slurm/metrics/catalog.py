@@ -60,21 +60,13 @@ class MetricSpec:
     #: a hardware state gauge's healthy side, for its reference (the node's best state): None
     #: as ``agg`` says -- "min" reads the node's worst device, so high is healthy, else low
     healthy_high: bool | None = None
+    #: why the job itself can move this metric on a machine (None: it cannot): a finding on it
+    #: is reported with that reason, never a reason to drain, never evidence that corroborates
+    #: another finding or makes the node the one "whose hardware speaks" (session-12 review: a
+    #: rank-0 checkpoint writer's I/O stall must neither stand in for a straggler's evidence
+    #: nor hide a dead rank as its collateral)
+    job_can_cause: str | None = None
 
-
-#: metrics a job can move on the machine by itself, and why: reported with that reason, never
-#: a reason to drain, never evidence that corroborates another finding or makes the node the
-#: one "whose hardware speaks" (session-12 review: a rank-0 checkpoint writer's I/O stall must
-#: neither stand in for a straggler's evidence nor hide a dead rank as its collateral)
-JOB_CAN_CAUSE: dict[str, str] = {
-    # the OOM killer fires as readily for a rank that loads too much as for a machine short of
-    # memory
-    "node_vmstat_oom_kill": "an OOM kill may be the job's own doing",
-    # a rank writing more than its disk takes stalls its own node's I/O as a failing disk does
-    "node_pressure_io_stalled_seconds_total": "an I/O stall may be the job's own writes",
-    # a rank allocating beyond the node's memory makes the kernel reclaim and compact for it
-    "node_pressure_memory_stalled_seconds_total": "a memory stall may be the job's own use",
-}
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
 #: device lost, an error counter, a fault counted, a NIC pausing its link
@@ -83,8 +75,8 @@ HARDWARE_SCALES = frozenset({"xid", "devices", "events", "latch", "decades"})
 
 def is_hardware(spec: MetricSpec) -> bool:
     """Whether a finding on this metric is hardware evidence (:attr:`MetricSpec.hardware`);
-    one the job can cause (:data:`JOB_CAN_CAUSE`) never is."""
-    if spec.name in JOB_CAN_CAUSE:
+    one the job can cause (:attr:`MetricSpec.job_can_cause`) never is."""
+    if spec.job_can_cause:
         return False
     return spec.hardware or spec.scale in HARDWARE_SCALES
 
@@ -496,8 +488,19 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # holds the node's minimum low all along, its own normal
     MetricSpec("node_infiniband_state_id", "node", "gauge", "min", 0, 5, hardware=True),
     # the kernel's OOM killer (/proc/vmstat oom_kill; untyped in node_exporter, a count since
-    # boot): a rank killed for the host's memory; one is the evidence (scale "latch")
-    MetricSpec("node_vmstat_oom_kill", "node", "counter", "sum", 0, 0.05, "latch"),
+    # boot): a rank killed for the host's memory; one is the evidence (scale "latch") -- but
+    # the OOM killer fires as readily for a rank that loads too much as for a machine short of
+    # memory
+    MetricSpec(
+        "node_vmstat_oom_kill",
+        "node",
+        "counter",
+        "sum",
+        0,
+        0.05,
+        "latch",
+        job_can_cause="an OOM kill may be the job's own doing",
+    ),
     # mounts whose statfs failed or hung (node_exporter marks a mount it cannot stat within its
     # timeout "stuck" and reports device_error 1 until it answers), summed: a node whose NFS or
     # parallel-filesystem client hangs stalls its ranks' reads and checkpoints while its peers'
@@ -548,9 +551,17 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # must still be arriving a continuity after it began -- a host's brief hiccup stalls for
     # seconds.  But rank 0 saving a mid-size model's full state to NFS stalls its node for
     # minutes (session-12 review): the job can cause it, so it is reported with that reason,
-    # never drained on and never evidence for another finding (JOB_CAN_CAUSE)
+    # never drained on and never evidence for another finding (job_can_cause)
     MetricSpec(
-        "node_pressure_io_stalled_seconds_total", "node", "counter", "sum", 0.1, 1.0, "events"
+        "node_pressure_io_stalled_seconds_total",
+        "node",
+        "counter",
+        "sum",
+        0.1,
+        1.0,
+        "events",
+        # a rank writing more than its disk takes stalls its own node's I/O as a failing disk
+        job_can_cause="an I/O stall may be the job's own writes",
     ),
     # Round 11: a GPU in a hardware slowdown (:data:`HW_SLOWDOWN_BITS`) while its peers' are
     # not: a board whose power supply failed brakes its GPUs in bursts, a GPU past its
@@ -618,7 +629,15 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # months whose fragmented memory stalls in direct compaction for huge pages, a failing
     # DIMM's retired pages.  Read as the I/O stall is, and as it, the job can cause it
     MetricSpec(
-        "node_pressure_memory_stalled_seconds_total", "node", "counter", "sum", 0.1, 1.0, "events"
+        "node_pressure_memory_stalled_seconds_total",
+        "node",
+        "counter",
+        "sum",
+        0.1,
+        1.0,
+        "events",
+        # a rank allocating beyond the node's memory makes the kernel reclaim and compact for it
+        job_can_cause="a memory stall may be the job's own use",
     ),
 )
 
@@ -660,3 +679,9 @@ def spec_for(name: str) -> MetricSpec:
         return BY_NAME[name]
     kind = "counter" if is_counter_name(name) else "gauge"
     return MetricSpec(name, "dcgm" if name.startswith("DCGM_") else "node", kind, "avg")
+
+
+def job_can_cause(name: str) -> str | None:
+    """Why the job itself can move the metric ``name`` on a machine, or None if it cannot
+    (:attr:`MetricSpec.job_can_cause`)."""
+    return spec_for(name).job_can_cause

@@ -1,7 +1,8 @@
 """``minder.toml``: typed, validated settings; an unknown key or a wrong type is a ConfigError.
 
 Sections (all optional): ``[prometheus]`` (:class:`~aegis_slurm.metrics.prometheus.PromConfig`
-without ``url``), ``[detector]`` (:class:`~aegis_slurm.metrics.detect.Params`), ``[watch]``
+without ``url``), ``[detector]`` (:class:`~aegis_slurm.metrics.detect.Params`) with
+``[detector.floors]`` (metric = a site's evidence floor: :func:`check_floors`), ``[watch]``
 (:class:`WatchConfig`) and ``[watch.guard]`` (the drain-storm guard, as in cbd.toml).
 """
 
@@ -14,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from aegis_slurm.errors import ConfigError
-from aegis_slurm.metrics.detect import Params
+from aegis_slurm.metrics.catalog import BY_NAME
+from aegis_slurm.metrics.detect import FLOOR_SCALES, Params
 from aegis_slurm.metrics.prometheus import PromConfig
 
 
@@ -50,6 +52,36 @@ class MinderConfig:
 _GUARD_KEYS = {"window_minutes", "max_drained_share", "max_drained_nodes"}
 
 
+def check_floors(floors: object) -> dict[str, float]:
+    """A site's ``[detector.floors]``, checked: each key a catalog metric on a floor scale
+    (:data:`~aegis_slurm.metrics.detect.FLOOR_SCALES`), each value a number from 0 (decades:
+    above 0, a logarithm's floor) to below the metric's full scale ``hi``; else ConfigError."""
+    if not isinstance(floors, dict):
+        raise ConfigError(f"[detector.floors] must be a table of metric = floor, got {floors!r}")
+    out = {}
+    for metric, value in floors.items():
+        spec = BY_NAME.get(metric)
+        if spec is None or spec.scale not in FLOOR_SCALES:
+            known = sorted(m.name for m in BY_NAME.values() if m.scale in FLOOR_SCALES)
+            raise ConfigError(
+                f"[detector.floors] {metric!r} has no evidence floor; those that do: "
+                + ", ".join(known)
+            )
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok:  # a logarithm needs a floor above 0; at the full scale nothing is evidence
+            ok = (value > 0 if spec.scale == "decades" else value >= 0) and (
+                spec.hi is None or value < spec.hi
+            )
+        if not ok:
+            bound = "> 0" if spec.scale == "decades" else ">= 0"
+            top = f" and < {spec.hi:g}" if spec.hi is not None else ""
+            raise ConfigError(
+                f"[detector.floors] {metric} must be a number {bound}{top}, got {value!r}"
+            )
+        out[metric] = float(value)
+    return out
+
+
 def _typed(cls: type, section: str, raw: dict[str, Any], skip: set[str] = frozenset()) -> dict:
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in skip}
     out = {}
@@ -83,7 +115,9 @@ def load_config(path: str | Path | None) -> MinderConfig:
         raise ConfigError(f"{path}: unknown section(s) {', '.join(sorted(unknown))}")
     prom = _typed(PromConfig, "prometheus", raw.get("prometheus", {}), skip={"url"})
     PromConfig(url="http://localhost", **prom)  # validates the templates now
-    params = Params(**_typed(Params, "detector", raw.get("detector", {})))
+    detector = dict(raw.get("detector", {}))
+    floors = check_floors(detector.pop("floors", {}))
+    params = Params(**_typed(Params, "detector", detector, skip={"floors"}), floors=floors)
     w = dict(raw.get("watch", {}))
     guard = w.pop("guard", {})
     bad = set(guard) - _GUARD_KEYS

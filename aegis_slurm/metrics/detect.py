@@ -10,6 +10,7 @@ per-window z-score baseline the issue compares against is :func:`zscore_baseline
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -17,7 +18,7 @@ from scipy.ndimage import median_filter
 from scipy.stats import poisson
 
 from aegis_slurm.metrics.align import Aligned
-from aegis_slurm.metrics.catalog import HARDWARE_XIDS, JOB_CAN_CAUSE, is_hardware, spec_for
+from aegis_slurm.metrics.catalog import HARDWARE_XIDS, is_hardware, job_can_cause, spec_for
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,11 @@ class Params:
     # (:func:`event_scale`; corpus v7, seen: healthy nodes called faulty on three replays in
     # four minutes); False: any rate over the peers' background counts
     event_floors: bool = True
+    # a site's own floors (metric -> floor, in the catalog ``lo``'s units) for metrics on the
+    # events and decades scales: the PSI stall floors (a tenth of the time) are a GUESS, and a
+    # site that knows its nodes' healthy stall share, or a vendor limit, sets its own there
+    # (``[detector.floors]`` in minder.toml, validated by ``config.check_floors``)
+    floors: Mapping[str, float] = field(default_factory=dict)
     # a counter of events each of which is a fault (catalog scale ``"latch"``: an uncorrectable
     # GPU or host memory error, an OOM kill) is read as "has it counted since the window
     # opened" -- one increment is the evidence, held, where the events scale asks for errors
@@ -520,11 +526,21 @@ def decades(X: np.ndarray, floor: float, top: float) -> np.ndarray:
         return np.clip(np.log10(np.maximum(X, floor) / floor) / np.log10(top / floor), 0.0, 1.0)
 
 
+#: the scales whose ``lo`` is an evidence floor a site may set (:attr:`Params.floors`)
+FLOOR_SCALES = ("events", "decades")
+
+
+def evidence_floor(metric: str, p: Params) -> float | None:
+    """The floor of a metric's raw reading: the site's (:attr:`Params.floors`), else the
+    catalog's ``lo``."""
+    return p.floors.get(metric, spec_for(metric).lo)
+
+
 def floor_of(metric: str, p: Params) -> float | None:
     """The metric's floor in the units :func:`series` returns (0 on the ``"decades"`` scale,
-    where the catalog's ``lo`` is the floor of the raw share)."""
+    where the floor is that of the raw share)."""
     spec = spec_for(metric)
-    return 0.0 if p.scales and spec.scale == "decades" else spec.lo
+    return 0.0 if p.scales and spec.scale == "decades" else evidence_floor(metric, p)
 
 
 def burst_mask(counts: np.ndarray, span: float, alpha: float, step: float) -> np.ndarray:
@@ -760,8 +776,9 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
             burst = burst_mask(counts, span, p.burst_alpha, aligned.step)
             X = np.where(burst | np.isnan(X), X, 0.0)  # an absence stays an absence
     X = denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
-    if p.scales and spec.scale == "decades" and spec.lo and spec.hi:
-        X = decades(X, spec.lo, spec.hi)
+    floor = evidence_floor(metric, p)
+    if p.scales and spec.scale == "decades" and floor and spec.hi:
+        X = decades(X, floor, spec.hi)
     return X
 
 
@@ -821,7 +838,8 @@ def scale(X: np.ndarray, metric: str, p: Params) -> np.ndarray:
     if on_latch_scale(metric, p):  # already 0/1 (:func:`series`)
         return normalise(X, 0.0, 1.0)
     if on_events_scale(metric, p) and spec.hi is not None:
-        return event_scale(X, p.rate_window, spec.hi, (spec.lo or 0.0) if p.event_floors else 0.0)
+        floor = evidence_floor(metric, p) if p.event_floors else 0.0
+        return event_scale(X, p.rate_window, spec.hi, floor or 0.0)
     hi = spec.hi
     if p.scales and spec.scale == "job" and hi is not None:
         level = job_level(X)
@@ -1172,7 +1190,7 @@ def explained_by_departure(f: Finding, row: int, held: np.ndarray, times: np.nda
     hardware evidence; one the job can cause is not) made while its node was out of the job
     (``held``: the :func:`departure_mask` held for the whole window before the step)."""
     counted = spec_for(f.metric).scale in ("xid", "devices", *COUNTING_SCALES)
-    if counted and f.metric not in JOB_CAN_CAUSE:
+    if counted and not job_can_cause(f.metric):
         return False
     j = int(np.searchsorted(times, f.first_detected))
     return j < times.size and bool(held[row, j])
@@ -1238,8 +1256,8 @@ def _reported_before(f: Finding, other: Finding) -> bool:
     """Whether ``f`` is the node's finding to report rather than ``other``: the earlier, but
     any finding the job cannot cause before one it can (a disk found stalling, then failing,
     is reported -- and drained -- on its failure)."""
-    return (f.metric in JOB_CAN_CAUSE, f.first_detected) < (
-        other.metric in JOB_CAN_CAUSE,
+    return (bool(job_can_cause(f.metric)), f.first_detected) < (
+        bool(job_can_cause(other.metric)),
         other.first_detected,
     )
 
@@ -1253,7 +1271,7 @@ def detect(
     """Run Minder over the metrics in ``priority`` order that the data has.
 
     Each node is reported once: at its earliest detection; on a tie, the higher-priority metric;
-    a finding the job can cause (catalog ``JOB_CAN_CAUSE``) only when the node has no other.
+    a finding the job can cause (catalog ``job_can_cause``) only when the node has no other.
     ``offsets`` (metric -> ``{"level", "offsets": {node: offset}}``, from :func:`job_reference`)
     replaces the per-node reference taken from the window's own start, for a window that no
     longer holds the job's.  With ``p.corroborate``, a finding on a coupled metric stands only
@@ -1305,7 +1323,7 @@ def detect(
         per_metric[m] = found
         # what the job can cause on its node by itself (a checkpoint writer's I/O stall) says
         # nothing of the node's own state: it corroborates no other finding
-        if spec_for(m).evidence == "local" and m not in JOB_CAN_CAUSE:
+        if spec_for(m).evidence == "local" and not job_can_cause(m):
             if p.measured_evidence:
                 w = max(round(p.window / aligned.step), 1)
                 c = measured_support(c, aligned.data[m], w)

@@ -25,7 +25,7 @@ import hostlist
 from aegis_slurm.errors import AegisError, ServiceError
 from aegis_slurm.metrics import analyse, iso
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import JOB_CAN_CAUSE, spec_for
+from aegis_slurm.metrics.catalog import job_can_cause, spec_for
 from aegis_slurm.metrics.config import MinderConfig
 from aegis_slurm.metrics.detect import Params, job_reference
 from aegis_slurm.metrics.priority import default_priority
@@ -248,9 +248,7 @@ def run_pass(
             # one action per node per incident; but an alert on what the job can cause (an I/O
             # stall) is no verdict on the machine: evidence the job cannot cause, found later
             # (the stalling disk's mount now failing), is acted on (session-12 review)
-            if prev is not None and not (
-                prev.get("job_can_cause") and f.metric not in JOB_CAN_CAUSE
-            ):
+            if prev is not None and not (prev.get("job_can_cause") and not job_can_cause(f.metric)):
                 continue
             inc = {
                 "job": job.job_id,
@@ -275,12 +273,12 @@ def run_pass(
                 # judged on the absence of one exporter's series only: an exporter crash looks
                 # the same as a dead GPU; alert, never drain on it
                 inc["action"] = "alert (no samples of this metric: exporter down?)"
-            elif f.metric in JOB_CAN_CAUSE:
+            elif reason := job_can_cause(f.metric):
                 # the job's own memory use kills its ranks as surely as a machine short of
                 # memory (session-10 review), its own writes stall its disk: a drain would
                 # blame the node for the job
-                inc["action"] = f"alert ({JOB_CAN_CAUSE[f.metric]}: not drained)"
-                inc["job_can_cause"] = JOB_CAN_CAUSE[f.metric]  # as minder --json says it
+                inc["action"] = f"alert ({reason}: not drained)"
+                inc["job_can_cause"] = reason  # as minder --json says it
             elif no_ref or (
                 offsets is not None
                 and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from aegis_slurm.cli import main
 from aegis_slurm.metrics.align import Aligned
-from aegis_slurm.metrics.catalog import JOB_CAN_CAUSE
+from aegis_slurm.metrics.catalog import job_can_cause
 from aegis_slurm.metrics.detect import Params, detect
 
 STEP = 15.0
@@ -61,7 +61,7 @@ def _long_table(data: dict[str, np.ndarray]) -> pl.DataFrame:
 
 
 def test_rank0_checkpoint_writer_is_not_reported_as_a_plain_fault(tmp_path: Path) -> None:
-    """catalog.py round 12 PSI entry + cli/minder_cmd.py: ``JOB_CAN_CAUSE`` is read by
+    """catalog.py round 12 PSI entry + cli/minder_cmd.py: ``job_can_cause`` is read by
     ``watch`` only.  ``aegis-slurm minder --json`` (what the admin paged for the job reads)
     lists the node whose rank 0 writes the job's checkpoints as plain ``faulty``, with no word
     that the job itself causes it.
@@ -74,7 +74,7 @@ def test_rank0_checkpoint_writer_is_not_reported_as_a_plain_fault(tmp_path: Path
     events continuity (4 min + the 2-min rate window).  Today: ``FAULTY n00 ...
     node_pressure_io_stalled_seconds_total`` and a bare ``faulty`` entry in ``--json``.
     Expected: the finding, if reported, says it may be the job's own writes (the reason
-    ``JOB_CAN_CAUSE`` already holds), as ``watch``'s alert does."""
+    ``job_can_cause`` already holds), as ``watch``'s alert does."""
     X = _psi([(s, 20, 0.3) for s in range(40, T, 80)])
     path = tmp_path / "job.parquet"
     _long_table({PSI: X}).write_parquet(path)
@@ -82,7 +82,7 @@ def test_rank0_checkpoint_writer_is_not_reported_as_a_plain_fault(tmp_path: Path
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     bare = [
-        f for f in doc["faulty"] if f["metric"] == PSI and JOB_CAN_CAUSE[PSI] not in json.dumps(f)
+        f for f in doc["faulty"] if f["metric"] == PSI and job_can_cause(PSI) not in json.dumps(f)
     ]
     assert bare == [], bare
 
@@ -98,7 +98,7 @@ def test_a_job_caused_io_stall_does_not_make_a_dead_rank_collateral() -> None:
     GPUs go idle for good; the other ranks wait for it in NCCL (their GPUs spin at 100 %) until
     the watchdog.  Today ``faulty`` is [n00] (the I/O stall, which ``watch`` will never drain)
     and n09 is "WITH n09 ... its ranks stopped with n00's fault": the dead node is hidden
-    behind the checkpoint writer.  Expected: n09 is faulty; a metric in ``JOB_CAN_CAUSE`` is no
+    behind the checkpoint writer.  Expected: n09 is faulty; a metric in ``job_can_cause`` is no
     hardware evidence for the collateral rule."""
     util = np.full((len(NODES), T), 100.0)
     util[9, 120:] = 0.0  # minute 30
@@ -112,7 +112,7 @@ def test_a_node_first_found_on_an_io_stall_is_still_drained_on_its_dead_disk(
 ) -> None:
     """watch.py ``run_pass`` (watch.py:245-274) acts on ``result.faulty``, one finding per node
     -- its *earliest* -- and records one incident per node per job.  Round 12 made that
-    earliest finding often the I/O stall (``JOB_CAN_CAUSE``: alert, not drained), so hardware
+    earliest finding often the I/O stall (``job_can_cause``: alert, not drained), so hardware
     evidence found later on the same node is never acted on.
 
     Scenario (30-minute simulated job, 8 nodes): gpu0003's local NVMe controller starts
@@ -212,7 +212,7 @@ def test_a_job_caused_io_stall_does_not_corroborate_a_coupled_finding(
     """detect.py ``detect`` (the ``local |= c`` loop, detect.py:1289-1294, read by
     ``corroborated``): PSI full io is a *local* metric, so its candidate windows corroborate a
     coupled finding (power, tensor activity) on the same node -- though the round-12 catalog
-    itself says the job's own writes move it.  A finding on power is not in ``JOB_CAN_CAUSE``,
+    itself says the job's own writes move it.  A finding on power is not in ``job_can_cause``,
     so ``watch`` drains on it.
 
     Scenario: :func:`_async_checkpoint_job`.  Without the PSI series nothing is reported (a
@@ -220,7 +220,7 @@ def test_a_job_caused_io_stall_does_not_corroborate_a_coupled_finding(
     corroboration rule's own premise).  With it, n00 -- a healthy machine running the job's
     rank 0 -- is ``faulty`` on DCGM_FI_DEV_POWER_USAGE at minute 19 and ``watch`` (``drain =
     true``) drains it.  Expected: no drain; a metric the job can cause is no corroboration
-    (and no finding outside ``JOB_CAN_CAUSE`` stands on it)."""
+    (and no finding outside ``job_can_cause`` stands on it)."""
     data = _async_checkpoint_job()
     without = {m: X for m, X in data.items() if m != PSI}
     pri = [POWER, TENSOR, UTIL, PSI]
