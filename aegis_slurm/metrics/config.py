@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import tomllib
 from dataclasses import dataclass, field
+from math import isfinite
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,10 @@ _GUARD_KEYS = {"window_minutes", "max_drained_share", "max_drained_nodes"}
 
 def check_floors(floors: object) -> dict[str, float]:
     """A site's ``[detector.floors]``, checked: each key a catalog metric on a floor scale
-    (:data:`~aegis_slurm.metrics.detect.FLOOR_SCALES`), each value a number from 0 (decades:
-    above 0, a logarithm's floor) to below the metric's full scale ``hi``; else ConfigError."""
+    (:data:`~aegis_slurm.metrics.detect.FLOOR_SCALES`), each value a finite number, at least 0
+    on the events scale (a rate, which may exceed the scale's top: NVLink CRC errors count from
+    their full scale), and between 0 and the top ``hi`` on the decades scale (a logarithm's
+    floor); else ConfigError."""
     if not isinstance(floors, dict):
         raise ConfigError(f"[detector.floors] must be a table of metric = floor, got {floors!r}")
     out = {}
@@ -67,16 +70,14 @@ def check_floors(floors: object) -> dict[str, float]:
                 f"[detector.floors] {metric!r} has no evidence floor; those that do: "
                 + ", ".join(known)
             )
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        if ok:  # a logarithm needs a floor above 0; at the full scale nothing is evidence
-            ok = (value > 0 if spec.scale == "decades" else value >= 0) and (
-                spec.hi is None or value < spec.hi
-            )
+        logarithmic = spec.scale == "decades"
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and isfinite(value)
+        if ok:
+            ok = 0 < value < (spec.hi or 0) if logarithmic else value >= 0
         if not ok:
-            bound = "> 0" if spec.scale == "decades" else ">= 0"
-            top = f" and < {spec.hi:g}" if spec.hi is not None else ""
+            bound = f"> 0 and < {spec.hi:g}" if logarithmic else ">= 0"
             raise ConfigError(
-                f"[detector.floors] {metric} must be a number {bound}{top}, got {value!r}"
+                f"[detector.floors] {metric} must be a finite number {bound}, got {value!r}"
             )
         out[metric] = float(value)
     return out
