@@ -101,7 +101,7 @@ def detect_cmd(
 ) -> None:
     """Detect faulty nodes in one job's metrics (Parquet file or Prometheus)."""
     from aegis_slurm.metrics import analyse, to_json
-    from aegis_slurm.metrics.catalog import spec_for
+    from aegis_slurm.metrics.catalog import specs_for
     from aegis_slurm.metrics.config import load_config
     from aegis_slurm.metrics.priority import default_priority, load_priority
 
@@ -142,7 +142,7 @@ def detect_cmd(
             )
         if not win.nodes:
             raise InputError(f"job {job_id}: no node list known")
-        df = fetch_job(cfg.prom(url), win.nodes, win.start, win.end, [spec_for(m) for m in pri])
+        df = fetch_job(cfg.prom(url), win.nodes, win.start, win.end, specs_for(pri))
         result, aligned = analyse(
             df,
             nodes=win.nodes,

@@ -14,7 +14,7 @@ import polars as pl
 
 from aegis_slurm.errors import NoDataError
 from aegis_slurm.metrics.align import Aligned, align
-from aegis_slurm.metrics.catalog import job_can_cause, spec_for
+from aegis_slurm.metrics.catalog import job_can_cause, specs_for
 from aegis_slurm.metrics.detect import Params, Result, detect, lambda_2delta
 from aegis_slurm.metrics.priority import default_priority
 from aegis_slurm.metrics.prometheus import PromConfig, fetch_job
@@ -126,8 +126,7 @@ def diagnose_job_metrics(
     """
     cfg = config or PromConfig(prometheus_url)
     pri = priority or default_priority()
-    specs = [spec_for(m) for m in pri]
-    df = fetch_job(cfg, nodes, start, end, specs, step)
+    df = fetch_job(cfg, nodes, start, end, specs_for(pri), step)
     result, _ = analyse(
         df, nodes=nodes, start=start, end=end, priority=pri, params=params, step=step
     )

@@ -66,6 +66,13 @@ class MetricSpec:
     #: rank-0 checkpoint writer's I/O stall must neither stand in for a straggler's evidence
     #: nor hide a dead rank as its collateral)
     job_can_cause: str | None = None
+    #: an indicator over a trailing range (seconds) of its source counter (``derived``) whose
+    #: events count only inside the window: at a step, it stands only where the node's source
+    #: counter rose since the window opened within that range -- link-downs while the node was being
+    #: repaired, before the job, are not the job's node flapping -- and, counting only what
+    #: happened, it has no reference offset (a port already bouncing when the window opens is
+    #: not the node's normal) (session-13 review)
+    counted_in_window: float | None = None
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -151,6 +158,14 @@ VIRTUAL_NICS = (
     "lo|veth.*|docker.*|br-.*|virbr.*|cali.*|tunl.*|flannel.*|cni.*|vxlan.*|kube-ipvs.*|tap.*"
     "|vnet.*|macvtap.*|lxc.*|lxdbr.*|cilium_.*|podman.*|nerdctl.*"
 )
+
+#: and IPoIB interfaces (ib0, ibp12s0, a P_Key child ib0.8001), for the NICs' summed speed:
+#: an IPoIB speed is its IB port's times its width (400 Gb/s for NDR), and eight of them
+#: drowned a 100 GbE port's fallback to 25 GbE in the node's sum (session-13 review); the IB
+#: ports' own rate is read from their counters.  Their carrier changes stay read: on a VM
+#: whose IB functions publish no link_downed (Azure ND, corpus v10) they are the only record
+#: of a port bouncing, though the subnet manager's P_Key or LID changes toggle them too
+SPEED_EXCLUDED = VIRTUAL_NICS + "|ib.*"
 
 #: NVIDIA Xid codes that report a hardware fault of the GPU or its links (NVIDIA's "XID Errors"
 #: catalogue, r555): 48 double-bit ECC, 61/62 internal micro-controller, 63/64 row remapping,
@@ -312,7 +327,18 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         ("node_infiniband_port_data_received_bytes_total", "rate({sel}[{range}s])"),
         evidence="coupled",
     ),
-    MetricSpec("node_load1", "node", "gauge", "avg", 0, 256),
+    # tasks running or waiting, D state included: a host that starves its ranks -- but also
+    # a rank that runs more data-loader workers than its peers, or one blocked writing the
+    # job's checkpoint (session-13 review)
+    MetricSpec(
+        "node_load1",
+        "node",
+        "gauge",
+        "avg",
+        0,
+        256,
+        job_can_cause="a load may be the job's own processes (a checkpoint writer, loaders)",
+    ),
     # the last Xid of the node's GPUs (``max``: a hardware code outranks the application codes
     # 13/31/43/45 in value), read as 1 for a hardware Xid (:data:`HARDWARE_XIDS`), 0 otherwise
     MetricSpec("DCGM_FI_DEV_XID_ERRORS", "dcgm", "gauge", "max", 0, 1, "xid"),
@@ -330,7 +356,17 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "devices",
         ("node_infiniband_port_data_received_bytes_total", "{sel}"),
     ),
-    MetricSpec("node_memory_MemAvailable_bytes", "node", "gauge", "avg", 0, 2e12),
+    # memory the kernel can still give: a leak outside the job or a lost DIMM -- but also rank
+    # 0 gathering a full optimizer state in host memory to save it (session-13 review)
+    MetricSpec(
+        "node_memory_MemAvailable_bytes",
+        "node",
+        "gauge",
+        "avg",
+        0,
+        2e12,
+        job_can_cause="a memory drop may be the job's own use (a rank gathering state)",
+    ),
     # NVLink's own error counters, summed over the node's GPUs: in dcgm-exporter's default
     # counters CSV but commented out, so present where a site enables them.  A degraded link
     # shows here (flow-control and data CRC errors, link-level retries, recoveries) while its
@@ -594,6 +630,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
             _FLAP_EXPR.format(window=FLAP_WINDOW, min=1.5),
         ),
         hardware=True,
+        counted_in_window=FLAP_WINDOW,
     ),
     MetricSpec(
         CARRIER_FLAPPING,
@@ -607,6 +644,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
             _FLAP_EXPR.format(window=FLAP_WINDOW, min=2.5),
         ),
         exclude_devices=VIRTUAL_NICS,
+        counted_in_window=FLAP_WINDOW,
         hardware=True,
     ),
     # a NIC that renegotiated a lower speed after a flap (autonegotiation falling back: 100G
@@ -621,7 +659,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         0,
         None,
         derived=("node_network_speed_bytes", _NIC_SPEED_EXPR),
-        exclude_devices=VIRTUAL_NICS,
+        exclude_devices=SPEED_EXCLUDED,
         hardware=True,
         healthy_high=True,
     ),
@@ -685,3 +723,16 @@ def job_can_cause(name: str) -> str | None:
     """Why the job itself can move the metric ``name`` on a machine, or None if it cannot
     (:attr:`MetricSpec.job_can_cause`)."""
     return spec_for(name).job_can_cause
+
+
+def specs_for(priority: list[str]) -> list[MetricSpec]:
+    """What to fetch for the metrics of ``priority``: their catalog entries, and the source
+    counter of each indicator counted in the window (:attr:`MetricSpec.counted_in_window`),
+    which the detector reads for it even when a site's own priority leaves it out."""
+    specs = [spec_for(m) for m in priority]
+    names = {s.name for s in specs}
+    for s in list(specs):
+        if s.counted_in_window and s.derived and s.derived[0] not in names:
+            names.add(s.derived[0])
+            specs.append(spec_for(s.derived[0]))
+    return specs

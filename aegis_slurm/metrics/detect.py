@@ -775,11 +775,32 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
             counts = to_rates(raw, aligned.step, span) * span
             burst = burst_mask(counts, span, p.burst_alpha, aligned.step)
             X = np.where(burst | np.isnan(X), X, 0.0)  # an absence stays an absence
+    if p.scales and spec.counted_in_window and spec.derived:
+        source = aligned.data.get(spec.derived[0])
+        if source is not None:  # events before the window are not the window's
+            span = max(round(spec.counted_in_window / aligned.step), 1)
+            X = np.where(rose_within(source, span) | np.isnan(X), X, 0.0)
     X = denoise(X, denoise_size(aligned.step, p.denoise_span), p.denoise)
     floor = evidence_floor(metric, p)
     if p.scales and spec.scale == "decades" and floor and spec.hi:
         X = decades(X, floor, spec.hi)
     return X
+
+
+def rose_within(C: np.ndarray, span: int) -> np.ndarray:
+    """Nodes x steps: whether the counter ``C`` rose within the trailing ``span`` steps,
+    counting only from each node's first sample in the window (its value then is what it
+    counted before).  A gap's increase shows at the sample after it; a fall (a counter
+    cleared) is no rise."""
+    valid = ~np.isnan(C)
+    idx = np.where(valid, np.arange(C.shape[1])[None, :], 0)
+    last = np.maximum.accumulate(idx, axis=1)
+    filled = np.take_along_axis(C, last, axis=1)  # NaN until the first sample
+    rise = np.diff(filled, axis=1, prepend=filled[:, :1])
+    rise = np.where(np.isnan(rise) | (rise < 0), 0.0, rise)
+    total = np.cumsum(rise, axis=1)
+    before = np.concatenate([np.zeros((C.shape[0], span)), total[:, :-span]], axis=1)
+    return (total - before[:, : C.shape[1]]) > 0
 
 
 def held_across_gaps(X: np.ndarray, gone: np.ndarray | None = None) -> np.ndarray:
@@ -927,7 +948,10 @@ def prepare(
     # from the window's first sample, so it has none to remove -- an event inside the
     # reference span would otherwise be taken for the node's normal
     counts = spec.scale in COUNTING_SCALES
-    if ref is None or (p.scales and counts and not p.event_reference):
+    # nor is an indicator that counts only the window's events (a port already bouncing when
+    # the window opens is no one's normal)
+    own = p.scales and spec.counted_in_window is not None
+    if ref is None or own or (p.scales and counts and not p.event_reference):
         return [scale(X, metric, p)], since
     lo = floor_of(metric, p) if p.gain and (not counts or not p.scales) else None
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
@@ -954,12 +978,20 @@ def deviation(
         gone = None
     dev, judged = None, None
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
+    healthy = reference_statistic(metric, p) if spec_for(metric).hardware else None
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
         if on_latch_scale(metric, p):
             # one-sided: a node that counted no event is never evidence, however many of its
             # peers did (a job-wide OOM leaves the spared nodes far from the median)
             d = np.where(np.nan_to_num(N) > 0.5, d, np.where(np.isnan(d), d, 0.0))
+        elif healthy is not None:
+            # one-sided too: a hardware state on the healthy side of the peers' is no fault --
+            # a port that came up mid-job, the one node a switch upgrade left at full speed,
+            # a flapping indicator that fell back to 0 (session-13 review)
+            gap = N - peer_median(N)[None, :]
+            well = gap >= 0 if healthy == "max" else gap <= 0
+            d = np.where(well & ~np.isnan(d), 0.0, d)
         dev = d if dev is None else np.minimum(dev, d)
     return dev, judged, since
 

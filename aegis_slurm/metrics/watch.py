@@ -25,9 +25,9 @@ import hostlist
 from aegis_slurm.errors import AegisError, ServiceError
 from aegis_slurm.metrics import analyse, iso
 from aegis_slurm.metrics.align import align
-from aegis_slurm.metrics.catalog import job_can_cause, spec_for
+from aegis_slurm.metrics.catalog import job_can_cause, specs_for
 from aegis_slurm.metrics.config import MinderConfig
-from aegis_slurm.metrics.detect import Params, job_reference
+from aegis_slurm.metrics.detect import Finding, Params, job_reference
 from aegis_slurm.metrics.priority import default_priority
 from aegis_slurm.metrics.prometheus import fetch_job
 from aegis_slurm.metrics.slurmjob import JobWindow
@@ -166,7 +166,7 @@ def job_offsets(
     cached = refs.get(job.job_id)
     if isinstance(cached, dict) and cached.get("start") == ref_start:  # same job, not a reused id
         return cached
-    specs = [spec_for(m) for m in pri]
+    specs = specs_for(pri)
     ref_end = ref_start + params.baseline
     try:
         df = fetch_job(cfg.prom(url), job.nodes, ref_start, ref_end, specs)
@@ -195,7 +195,7 @@ def run_pass(
             cfg.watch.syslog,
         )
     pri = default_priority()
-    specs = [spec_for(m) for m in pri]
+    specs = specs_for(pri)
     prom = cfg.prom(url)
     refs: dict[str, Any] = state.setdefault("references", {})
     running = set()
@@ -242,6 +242,7 @@ def run_pass(
         rep.jobs_checked += 1
         seen = set(df["node"].unique().to_list())
         seen_metric = set(df.select("node", "metric").unique().iter_rows())
+        together = found_together(result.faulty, params.window)
         for f in result.faulty:
             key = f"{job.job_id}:{f.node}"
             prev = incidents.get(key)
@@ -286,6 +287,12 @@ def run_pass(
                 # judged without the node's own reference: a constant hardware offset looks the
                 # same as a fault; alert, never drain on it
                 inc["action"] = f"alert ({no_ref or 'no per-node reference for this node'})"
+            elif others := together.get(f.node):
+                # several of the job's nodes off on the same metric in the same minute: what they
+                # share (a leaf switch rebooting, a PDU, a rack's cooling) rather than each
+                # machine -- machines fail one at a time; draining them would not mend it and
+                # would take healthy nodes away (session-13 review)
+                inc["action"] = f"alert (with {', '.join(others)} at once: shared cause?)"
             elif cfg.watch.drain:
                 try:
                     # naive local time, like Slurm's reason timestamps the guard compares it to
@@ -304,6 +311,23 @@ def run_pass(
         del refs[key]
     rep.open = dict(incidents)
     return rep
+
+
+def found_together(faulty: list[Finding], within: float) -> dict[str, list[str]]:
+    """For each finding's node, the other nodes found on the same metric within ``within``
+    seconds of it (none: left out)."""
+    out: dict[str, list[str]] = {}
+    for f in faulty:
+        others = [
+            g.node
+            for g in faulty
+            if g.node != f.node
+            and g.metric == f.metric
+            and abs(g.first_detected - f.first_detected) <= within
+        ]
+        if others:
+            out[f.node] = sorted(others)
+    return out
 
 
 def run_watch(

@@ -168,3 +168,27 @@ def test_a_memory_stall_is_read_as_the_io_stall_and_never_drained() -> None:
     mem, io = (BY_NAME[f"node_pressure_{r}_stalled_seconds_total"] for r in ("memory", "io"))
     assert (mem.kind, mem.scale, mem.lo, mem.hi) == (io.kind, io.scale, io.lo, io.hi)
     assert "memory stall" in (mem.job_can_cause or "")
+
+
+def test_rose_within_counts_only_the_windows_own_rises() -> None:
+    """The gate of the flapping indicators (session-13 review): a counter's value at a node's
+    first sample is what it counted before the window; a rise shows after a gap at the next
+    sample; a clear (a fall) is no rise; a rise stands for ``span`` steps."""
+    from aegis_slurm.metrics.detect import rose_within
+
+    nan = np.nan
+    C = np.array(
+        [
+            [5, 5, 5, 6, 6, 6, 6, 6],  # one rise at step 3
+            [nan, 9, 9, 9, 9, 9, 9, 9],  # 9 before the window (first sample at step 1): none
+            [1, 1, nan, nan, 2, 2, 2, 2],  # a rise across a gap, seen at step 4
+            [4, 4, 0, 0, 0, 1, 1, 1],  # cleared to 0 (no rise), then one at step 5
+        ]
+    )
+    got = rose_within(C, 3)
+    assert got.tolist() == [
+        [False, False, False, True, True, True, False, False],
+        [False] * 8,
+        [False, False, False, False, True, True, True, False],
+        [False, False, False, False, False, True, True, True],
+    ]
