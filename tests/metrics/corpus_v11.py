@@ -645,6 +645,7 @@ def _estimate_rows(s: Site, n: int, minutes: float, di: float, ni: float) -> flo
     sec = minutes * 60.0
     return n * sec * (_n_dcgm_series(s) / di + _n_node_series(s) / ni)
 
+
 # ----------------------------------------------------------------------------------------------
 # Deterministic hashing (scrape phases, jitter, lost scrapes)
 # ----------------------------------------------------------------------------------------------
@@ -718,7 +719,6 @@ class Job:
     @property
     def raw(self) -> pl.DataFrame:
         return _render(self)
-
 
 
 _ALL = ("b2h", "gbr", "h2r", "a8c", "v1c", "ckw")
@@ -1153,6 +1153,7 @@ def _benign_params(kind: str, site: Site, spec: dict, rng, n: int, di: float, ni
         }
     return b
 
+
 # ----------------------------------------------------------------------------------------------
 # table / aggregate
 # ----------------------------------------------------------------------------------------------
@@ -1423,8 +1424,6 @@ class _Ctx:
             self.mode[ia:iz, who][w] = PAUSE
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Kind models
 # ---------------------------------------------------------------------------------------------
@@ -1437,7 +1436,7 @@ def _apply_kind(ctx: _Ctx) -> None:
     b = sp.get("benign", {})
     s = ctx.site
     cul = sp["culprits"]
-    N, G = ctx.N, ctx.G
+    N, _G = ctx.N, ctx.G
     rng = ctx.rng
     # synchronous checkpoints (decoy, all nodes)
     for a, z in sp["ckpt"]:
@@ -1692,6 +1691,7 @@ def _apply_kind(ctx: _Ctx) -> None:
     elif k == "node_exporter_crashloop_gap":
         for n, gl in b["ngaps"].items():
             ctx.node_gaps[int(n)] = list(gl)
+
 
 # ---------------------------------------------------------------------------------------------
 # Physics: clocks, power, temperature (per base step)

@@ -13,10 +13,10 @@ import polars as pl
 import pytest
 
 from . import corpus_v11 as c
-from .corpus_v10 import BENIGN_KINDS as V10_BENIGN
-from .corpus_v10 import FAULT_KINDS as V10_FAULTS
 from .corpus_v9 import BENIGN_KINDS as V9_BENIGN
 from .corpus_v9 import FAULT_KINDS as V9_FAULTS
+from .corpus_v10 import BENIGN_KINDS as V10_BENIGN
+from .corpus_v10 import FAULT_KINDS as V10_FAULTS
 
 _CACHE: dict[str, pl.DataFrame] = {}
 
@@ -361,8 +361,11 @@ def test_row_budget(J):
 # Each fault is visible, at the onset, in the series the README names
 # ---------------------------------------------------------------------------------------------
 
-_MISSING_OK = ("gpu_lost_exporter_blackout", "host_freeze_scrape_timeout_v11",
-               "kernel_soft_lockup_scrape_miss")
+_MISSING_OK = (
+    "gpu_lost_exporter_blackout",
+    "host_freeze_scrape_timeout_v11",
+    "kernel_soft_lockup_scrape_miss",
+)
 
 
 def test_onset_on_culprit_grid_and_visible(J):
@@ -681,14 +684,16 @@ def _signatures(df: pl.DataFrame, j) -> list[str]:
         out.append("link_gen")
     if df.filter((pl.col("metric") == c.DISK_IO_NOW) & (pl.col("value") > 4)).height:
         out.append("disk_queue")
-    if j.kind != "site_demand_response_powercap":
-        if df.filter((pl.col("metric") == c.POWER_LIMIT) & (pl.col("value") < s.tdp)).height:
-            out.append("power_limit")
+    if (
+        j.kind != "site_demand_response_powercap"
+        and df.filter((pl.col("metric") == c.POWER_LIMIT) & (pl.col("value") < s.tdp)).height
+    ):
+        out.append("power_limit")
     if s.reasons:
         r = df.filter(pl.col("metric").is_in([c.CLOCK_THROTTLE, c.CLOCKS_EVENT]))["value"]
         if (((r.cast(pl.Int64)) & 0x8) > 0).any():
             out.append("hw_slowdown")
-    if df.filter((pl.col("metric") == c.ET_TX_PAUSE_DUR)).height:
+    if df.filter(pl.col("metric") == c.ET_TX_PAUSE_DUR).height:
         d = (
             df.filter(pl.col("metric") == c.ET_TX_PAUSE_DUR)
             .sort("time")
@@ -729,7 +734,7 @@ def _train_mask(j, col="time"):
 def test_compile_warmup_all_nodes(J):
     j = _smallest(J, "compile_warmup_graph_capture")
     df = _raw(j)
-    a, z, lv = j.spec["benign"]["recomp"]
+    a, z, _lv = j.spec["benign"]["recomp"]
     d = df.filter(pl.col("metric") == c.POWER)
     early = d.filter(pl.col("time") < _sec(j, 500)).group_by("node").agg(pl.col("value").mean())
     s = c.SITES[j.site]
@@ -737,8 +742,10 @@ def test_compile_warmup_all_nodes(J):
     inside = d.filter((pl.col("time") > _sec(j, a + 60)) & (pl.col("time") < _sec(j, z - 10)))
     after = d.filter((pl.col("time") > _sec(j, z + 120)) & (pl.col("time") < _sec(j, z + 400)))
     after = after.filter(_train_mask(j))
-    x = inside.group_by("node").agg(pl.col("value").mean().alias("i")).join(
-        after.group_by("node").agg(pl.col("value").mean().alias("a")), on="node"
+    x = (
+        inside.group_by("node")
+        .agg(pl.col("value").mean().alias("i"))
+        .join(after.group_by("node").agg(pl.col("value").mean().alias("a")), on="node")
     )
     assert x.height == len(j.nodes) and (x["i"] < x["a"]).all()
 
@@ -783,7 +790,9 @@ def test_fabric_stall_all_nodes(J):
     df = _raw(j)
     a, z = max(j.spec["benign"]["stalls"], key=lambda s: s[1] - s[0])
     p = df.filter(
-        (pl.col("metric") == c.POWER) & (pl.col("time") > _sec(j, a + 5)) & (pl.col("time") < _sec(j, z))
+        (pl.col("metric") == c.POWER)
+        & (pl.col("time") > _sec(j, a + 5))
+        & (pl.col("time") < _sec(j, z))
     )
     s = c.SITES[j.site]
     p = p.filter(pl.col("time") > _sec(j, a) + timedelta(seconds=c.SITES[j.site].collect + 1))
@@ -816,10 +825,18 @@ def test_mixed_fieldset_names(J):
 def test_rank0_logger_constant_role(J):
     j = _smallest(J, "rank0_metrics_logger_host")
     df = _raw(j)
-    tx = df.filter((pl.col("metric") == c.NET_TX) & (pl.col("device") == c.SITES[j.site].netdevs[0]))
-    r = tx.sort("time").group_by("node").agg(
-        ((pl.col("value").last() - pl.col("value").first())
-         / (pl.col("time").last() - pl.col("time").first()).dt.total_seconds()).alias("r")
+    tx = df.filter(
+        (pl.col("metric") == c.NET_TX) & (pl.col("device") == c.SITES[j.site].netdevs[0])
+    )
+    r = (
+        tx.sort("time")
+        .group_by("node")
+        .agg(
+            (
+                (pl.col("value").last() - pl.col("value").first())
+                / (pl.col("time").last() - pl.col("time").first()).dt.total_seconds()
+            ).alias("r")
+        )
     )
     v = dict(zip(r["node"], r["r"], strict=False))
     r0 = v.pop(j.nodes[0])
@@ -877,7 +894,9 @@ def test_node_exporter_gaps_only_node_series(J):
         node = j.nodes[int(i)]
         for a, z in gl:
             w = df.filter(
-                (pl.col("node") == node) & (pl.col("time") >= _sec(j, a)) & (pl.col("time") < _sec(j, z))
+                (pl.col("node") == node)
+                & (pl.col("time") >= _sec(j, a))
+                & (pl.col("time") < _sec(j, z))
             )
             assert w.filter(pl.col("metric").str.starts_with("node_")).height == 0
 
@@ -936,7 +955,9 @@ def test_v1c_fast_dcgm_slow_node(J):
     j = min((j for j in J if j.site == "v1c" and j.dcgm_interval == 5), key=_est)
     df = _raw(j)
     n = j.nodes[0]
-    a = df.filter((pl.col("node") == n) & (pl.col("metric") == c.GPU_TEMP) & (pl.col("device") == "0"))
+    a = df.filter(
+        (pl.col("node") == n) & (pl.col("metric") == c.GPU_TEMP) & (pl.col("device") == "0")
+    )
     b = df.filter((pl.col("node") == n) & (pl.col("metric") == c.LOAD1))
     assert a.height > 9 * b.height
 
