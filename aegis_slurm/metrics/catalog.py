@@ -73,6 +73,12 @@ class MetricSpec:
     #: happened, it has no reference offset (a port already bouncing when the window opens is
     #: not the node's normal) (session-13 review)
     counted_in_window: float | None = None
+    #: a failure state each episode of which is the fault showing (a mount whose statfs fails,
+    #: a port out of Active): two episodes within :data:`FLAP_WINDOW`, each at least a window
+    #: long and each shorter than the continuity, are a fault, as two link-downs are -- where a
+    #: power-managed level (a PCIe link's generation, which an idle GPU lowers) is not one
+    #: (round 14, designed on corpus v11, seen; :func:`~aegis_slurm.metrics.detect.recurrence`)
+    recurs: bool = False
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -521,8 +527,12 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     ),
     # the lowest logical state of the node's IB ports (1 down, 2 init, 4 active): a port that
     # left Active while its series stay (the count of ports holds) -- a port unused by design
-    # holds the node's minimum low all along, its own normal
-    MetricSpec("node_infiniband_state_id", "node", "gauge", "min", 0, 5, hardware=True),
+    # holds the node's minimum low all along, its own normal.  A port that leaves Active and
+    # comes back, twice within the flapping range, each time for less than the continuity, is
+    # a port flapping (recurring, round 14)
+    MetricSpec(
+        "node_infiniband_state_id", "node", "gauge", "min", 0, 5, hardware=True, recurs=True
+    ),
     # the kernel's OOM killer (/proc/vmstat oom_kill; untyped in node_exporter, a count since
     # boot): a rank killed for the host's memory; one is the evidence (scale "latch") -- but
     # the OOM killer fires as readily for a rank that loads too much as for a machine short of
@@ -541,7 +551,11 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # timeout "stuck" and reports device_error 1 until it answers), summed: a node whose NFS or
     # parallel-filesystem client hangs stalls its ranks' reads and checkpoints while its peers'
     # answer.  A mount that errors all along (a FUSE mount root cannot stat) is the node's normal
-    MetricSpec("node_filesystem_device_error", "node", "gauge", "sum", 0, 1, hardware=True),
+    # A client the filesystem evicts and lets back, again and again, fails in episodes each
+    # shorter than the continuity (round 14, designed on corpus v11, seen): recurring
+    MetricSpec(
+        "node_filesystem_device_error", "node", "gauge", "sum", 0, 1, hardware=True, recurs=True
+    ),
     # The GPU's memory: double-bit (uncorrectable) ECC errors since the driver loaded, rows
     # remapped for uncorrectable errors (Ampere and later) and pages retired for double-bit
     # errors (before Ampere) -- each increment an uncorrectable error the GPU just took -- and
@@ -663,6 +677,13 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         hardware=True,
         healthy_high=True,
     ),
+    # Round 14 (designed on corpus v11, seen): memory the kernel took offline as corrupted
+    # (/proc/meminfo HardwareCorrupted; node_exporter's meminfo collector, on by default).  It
+    # grows only when a memory error poisons a page -- an uncorrectable error, or the kernel's
+    # corrected-error collector retiring a page that keeps failing (RAS CEC) -- and a host
+    # whose pages are being taken offline is losing its memory: one increase is the evidence,
+    # as an uncorrectable EDAC error is (scale "latch"), on hosts without the edac collector too
+    MetricSpec("node_memory_HardwareCorrupted_bytes", "node", "gauge", "max", 0, 1, "latch"),
     # the share of time no task could progress for memory (PSI full memory): a node up for
     # months whose fragmented memory stalls in direct compaction for huge pages, a failing
     # DIMM's retired pages.  Read as the I/O stall is, and as it, the job can cause it

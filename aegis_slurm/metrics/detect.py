@@ -18,7 +18,13 @@ from scipy.ndimage import median_filter
 from scipy.stats import poisson
 
 from aegis_slurm.metrics.align import Aligned
-from aegis_slurm.metrics.catalog import HARDWARE_XIDS, is_hardware, job_can_cause, spec_for
+from aegis_slurm.metrics.catalog import (
+    FLAP_WINDOW,
+    HARDWARE_XIDS,
+    is_hardware,
+    job_can_cause,
+    spec_for,
+)
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,10 @@ class Params:
     # reaches the continuity; a gap at the end stays a gap (:func:`ended` reads that).
     # Only states, never rates: a counter's rate across a gap is unknown.  False: gaps break
     held_state: bool = True
+    # a failure state that recurs (catalog ``recurs``: a mount whose statfs fails, a port out
+    # of Active) is a fault at its second episode within the flapping range, each at least a
+    # window long, though none lasts the continuity (:func:`recurrence`); False: off
+    recurrence: bool = True
 
 
 @dataclass(frozen=True)
@@ -747,6 +757,28 @@ def continuity(c: np.ndarray, k: int, support: np.ndarray | None = None) -> np.n
     return out
 
 
+def recurrence(far: np.ndarray, least: int, span: int) -> np.ndarray:
+    """Per node, the step at which an episode of ``far`` (nodes x steps: measured and far from
+    the peers) that began within ``span`` steps of the previous episode's start has lasted
+    ``least`` steps -- a second episode confirmed -- or -1.  An episode is a run of at least
+    ``least`` steps; a shorter one (a scrape's glitch) counts for nothing.
+
+    A failure state that keeps coming back for less than the continuity each time (a client
+    the filesystem evicts and lets back, a port bouncing out of Active) is hidden by Minder's
+    continuity, which is there for blips; twice within the range is the fault's pattern, as
+    Azure's checks read repeated link flaps (NHC2005)."""
+    out = np.full(far.shape[0], -1)
+    for i in np.flatnonzero(far.sum(axis=1) >= 2 * least):
+        edges = np.diff(np.concatenate([[0], far[i].astype(np.int8), [0]]))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        keep = ends - starts >= least
+        starts = starts[keep]
+        again = np.flatnonzero(np.diff(starts) <= span)
+        if again.size:
+            out[i] = starts[again[0] + 1] + least - 1
+    return out
+
+
 # ---- one metric, all metrics ------------------------------------------------------------------
 
 
@@ -1038,6 +1070,10 @@ def _detect_metric(
     if p.step_support and not on_events_scale(metric, p):
         support = dev > p.threshold**2  # measured and far: a lost scrape is not (NaN)
     first = continuity(c, k, support)
+    if p.recurrence and p.scales and spec_for(metric).recurs:
+        far = (dev > p.threshold**2) & ok[None, :] & ~np.isnan(dist)
+        again = recurrence(far, w, max(round(FLAP_WINDOW / step), 1))
+        first = np.where((again >= 0) & ((first < 0) | (again < first)), again, first)
     out = []
     for i in simultaneous_bound(first, aligned.times, p.continuity, p.max_nodes):
         j = int(first[i])

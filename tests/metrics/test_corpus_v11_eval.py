@@ -40,7 +40,12 @@ def test_minder_against_the_naive_rules_on_corpus_v11(
 #: lustre_ost_evict_reconnect_v11 2, hwpoison_page_offline_creep 2,
 #: nvlink_crc_flit_replay_ramp 1; no false alarm.  ~90 s.  v11 is seen from here on.
 #: Floors a little under: precision, recall, median delay (min).
-FLOOR = {"minder": (0.97, 0.72, 5.0)}
+#: Round 14 (session 13, designed on v11: seen, not blind; a failure state back twice within
+#: half an hour, memory the kernel took offline as corrupted): 1.000 / 0.803 (53 of 66) /
+#: 3.8 min, 0 of 58.  Still missed: local_nvme_media_wear_stall 4,
+#: kernel_soft_lockup_scrape_miss 4, numa_balancing_migration_straggler 2 (2-node jobs),
+#: pcie_gen_fallback_after_aer 2 (no link generation exported), nvlink_crc_flit_replay_ramp 1.
+FLOOR = {"minder": (0.97, 0.78, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v11_eval
     import sys
