@@ -79,6 +79,9 @@ class MetricSpec:
     #: power-managed level (a PCIe link's generation, which an idle GPU lowers) is not one
     #: (round 14, designed on corpus v11, seen; :func:`~aegis_slurm.metrics.detect.recurrence`)
     recurs: bool = False
+    #: on the latch scale, how many times the counter must count in the window (scrapes at
+    #: which it rose) before it is the evidence: 1 for an event each of which is a fault
+    latch_events: int = 1
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -681,9 +684,20 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # (/proc/meminfo HardwareCorrupted; node_exporter's meminfo collector, on by default).  It
     # grows only when a memory error poisons a page -- an uncorrectable error, or the kernel's
     # corrected-error collector retiring a page that keeps failing (RAS CEC) -- and a host
-    # whose pages are being taken offline is losing its memory: one increase is the evidence,
-    # as an uncorrectable EDAC error is (scale "latch"), on hosts without the edac collector too
-    MetricSpec("node_memory_HardwareCorrupted_bytes", "node", "gauge", "max", 0, 1, "latch"),
+    # whose pages keep being taken offline is losing its memory (scale "latch", on hosts
+    # without the edac collector too).  But mcelog and rasdaemon soft-offline a page after 10
+    # corrected errors in 24 h, before it fails, with no application affected: one page is
+    # maintenance, a second in the window a DIMM failing (session-13 review)
+    MetricSpec(
+        "node_memory_HardwareCorrupted_bytes",
+        "node",
+        "gauge",
+        "max",
+        0,
+        1,
+        "latch",
+        latch_events=2,
+    ),
     # the share of time no task could progress for memory (PSI full memory): a node up for
     # months whose fragmented memory stalls in direct compaction for huge pages, a failing
     # DIMM's retired pages.  Read as the I/O stall is, and as it, the job can cause it

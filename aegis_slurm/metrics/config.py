@@ -55,10 +55,10 @@ _GUARD_KEYS = {"window_minutes", "max_drained_share", "max_drained_nodes"}
 
 def check_floors(floors: object) -> dict[str, float]:
     """A site's ``[detector.floors]``, checked: each key a catalog metric on a floor scale
-    (:data:`~aegis_slurm.metrics.detect.FLOOR_SCALES`), each value a finite number, at least 0
-    on the events scale (a rate, which may exceed the scale's top: NVLink CRC errors count from
-    their full scale), and between 0 and the top ``hi`` on the decades scale (a logarithm's
-    floor); else ConfigError."""
+    (:data:`~aegis_slurm.metrics.detect.FLOOR_SCALES`), each value a finite number from 0 to
+    under the scale's top ``hi`` (events; up to the shipped floor where that is the top:
+    NVLink CRC errors count from their full scale) or between 0 and ``hi`` exclusive (decades,
+    a logarithm's floor); else ConfigError."""
     if not isinstance(floors, dict):
         raise ConfigError(f"[detector.floors] must be a table of metric = floor, got {floors!r}")
     out = {}
@@ -72,10 +72,15 @@ def check_floors(floors: object) -> dict[str, float]:
             )
         logarithmic = spec.scale == "decades"
         ok = isinstance(value, int | float) and not isinstance(value, bool) and isfinite(value)
-        if ok:
-            ok = 0 < value < (spec.hi or 0) if logarithmic else value >= 0
+        top = spec.hi or 0.0
+        if ok and logarithmic:
+            ok = 0 < value < top
+        elif ok:  # at or above the scale's top (its own floor aside) no reading is evidence:
+            # a PSI share's floor written as the percent /proc/pressure prints (10 for 10 %)
+            # would switch the metric off (session-13 review)
+            ok = value >= 0 and (value < top or value <= (spec.lo or 0.0))
         if not ok:
-            bound = f"> 0 and < {spec.hi:g}" if logarithmic else ">= 0"
+            bound = f"> 0 and < {top:g}" if logarithmic else f">= 0 and < {top:g}"
             raise ConfigError(
                 f"[detector.floors] {metric} must be a finite number {bound}, got {value!r}"
             )

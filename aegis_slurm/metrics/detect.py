@@ -157,6 +157,10 @@ class Params:
     # of Active) is a fault at its second episode within the flapping range, each at least a
     # window long, though none lasts the continuity (:func:`recurrence`); False: off
     recurrence: bool = True
+    # what the job can cause (a rank's load, its memory) corroborates a coupled finding of its
+    # node once it has lasted the flapping range (30 min) -- no checkpoint does, a process
+    # the previous job left behind does -- dated then (:func:`detect`); False: never
+    lasting_support: bool = True
 
 
 @dataclass(frozen=True)
@@ -591,8 +595,9 @@ def hardware_xid(X: np.ndarray) -> np.ndarray:
     return out
 
 
-def latched(X: np.ndarray) -> np.ndarray:
-    """1 from the first step a counter counted since the window's first sample, else 0.
+def latched(X: np.ndarray, events: int = 1) -> np.ndarray:
+    """1 from the step a counter counted its ``events``-th time since the window's first
+    sample (a step that counted is one time, however many it counted), else 0.
 
     For counters whose every increment is a fault (catalog scale ``"latch"``): a GPU's
     double-bit ECC error or a row remapped for one, a page retired, the host's uncorrectable
@@ -611,7 +616,7 @@ def latched(X: np.ndarray) -> np.ndarray:
     # and new series both, and the node's count doubles and falls back (session-10 review)
     held[:, :-1] = np.minimum(held[:, :-1], held[:, 1:])
     rise = np.diff(held, axis=1, prepend=held[:, :1]) > 0
-    counted = np.logical_or.accumulate(np.nan_to_num(rise), axis=1).astype(float)
+    counted = (np.cumsum(rise, axis=1) >= events).astype(float)
     return np.where(np.isnan(X), np.nan, counted)
 
 
@@ -797,7 +802,7 @@ def series(aligned: Aligned, metric: str, p: Params) -> np.ndarray:
     if holds_state(metric, p) and np.isnan(X).any():
         X = held_across_gaps(X, machine_gone(aligned, p.quorum) if p.machine_absence else None)
     if on_latch_scale(metric, p):
-        X = latched(X)
+        X = latched(X, spec.latch_events)
     elif spec.kind == "counter":
         events = on_events_scale(metric, p)
         raw = X
@@ -1073,7 +1078,14 @@ def _detect_metric(
     if p.recurrence and p.scales and spec_for(metric).recurs:
         far = (dev > p.threshold**2) & ok[None, :] & ~np.isnan(dist)
         again = recurrence(far, w, max(round(FLAP_WINDOW / step), 1))
-        first = np.where((again >= 0) & ((first < 0) | (again < first)), again, first)
+        # a share of the job failing in episodes is a shared server timing its clients out in
+        # turn (an NFS server overloaded), not each machine (session-13 review)
+        failing = sustained(far, w).any(axis=1)  # nodes with an episode in the window
+        recurring = np.full(again.shape, -1)
+        if failing.sum() <= max(1, int(p.max_share * again.size)):
+            kept = simultaneous_bound(again, aligned.times, FLAP_WINDOW, p.max_nodes)
+            recurring[kept] = again[kept]
+        first = np.where((recurring >= 0) & ((first < 0) | (recurring < first)), recurring, first)
     out = []
     for i in simultaneous_bound(first, aligned.times, p.continuity, p.max_nodes):
         j = int(first[i])
@@ -1126,6 +1138,7 @@ def corroborated(
     support: np.ndarray,
     times: np.ndarray,
     period: float,
+    after: bool = False,
 ) -> Finding | None:
     """A finding on a *coupled* metric, kept if the node's local evidence (``support``: its
     windows as a candidate on a local metric, or with its exporter gone) shows within ``period``
@@ -1140,6 +1153,8 @@ def corroborated(
     machine stops reporting: a real fault shows on a local series too.
     """
     near = np.abs(times - finding.first_detected) <= period
+    if after:  # evidence that stands only from some time on: then, or any time later
+        near = times >= finding.first_detected - period
     at = np.flatnonzero(support[row] & near)
     if at.size == 0:
         return None
@@ -1353,6 +1368,7 @@ def detect(
     windows = 0
     never = never_exported(aligned)
     local = np.zeros((len(aligned.nodes), aligned.times.size), bool)
+    lasting = np.zeros_like(local)
     T = aligned.times.size
     util = utilisation(aligned, p)
     # whether the job runs at its level, per step: only what the membership rules and the
@@ -1390,12 +1406,17 @@ def detect(
         windows = max(windows, n)
         per_metric[m] = found
         # what the job can cause on its node by itself (a checkpoint writer's I/O stall) says
-        # nothing of the node's own state: it corroborates no other finding
-        if spec_for(m).evidence == "local" and not job_can_cause(m):
+        # nothing of the node's own state while it lasts as a job's phase would: it
+        # corroborates another finding only once it has lasted the flapping range, which no
+        # save does -- a process the previous job left behind does (session-13 review)
+        if spec_for(m).evidence == "local":
             if p.measured_evidence:
                 w = max(round(p.window / aligned.step), 1)
                 c = measured_support(c, aligned.data[m], w)
-            local |= c
+            if not job_can_cause(m):
+                local |= c
+            elif p.lasting_support:
+                lasting |= sustained(c, max(round(FLAP_WINDOW / aligned.step), 1))
     if p.corroborate:
         row = {node: i for i, node in enumerate(aligned.nodes)}
         gone = {src: exporter_gone(aligned, src) for src in {spec_for(m).source for m in metrics}}
@@ -1411,6 +1432,7 @@ def detect(
             support = local | gone[spec.source]
             kept = [
                 corroborated(f, row[f.node], support, aligned.times, p.continuity)
+                or corroborated(f, row[f.node], lasting, aligned.times, p.continuity, after=True)
                 for f in per_metric[m]
             ]
             per_metric[m] = [f for f in kept if f is not None]

@@ -27,7 +27,7 @@ from aegis_slurm.metrics import analyse, iso
 from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import job_can_cause, specs_for
 from aegis_slurm.metrics.config import MinderConfig
-from aegis_slurm.metrics.detect import Finding, Params, job_reference
+from aegis_slurm.metrics.detect import Finding, Params, Result, job_reference
 from aegis_slurm.metrics.priority import default_priority
 from aegis_slurm.metrics.prometheus import fetch_job
 from aegis_slurm.metrics.slurmjob import JobWindow
@@ -199,6 +199,7 @@ def run_pass(
     prom = cfg.prom(url)
     refs: dict[str, Any] = state.setdefault("references", {})
     running = set()
+    judged: list[tuple[JobWindow, Result, str, dict | None, set, set]] = []
     for job in jobs:
         if len(job.nodes) < cfg.watch.min_nodes:
             continue
@@ -242,14 +243,28 @@ def run_pass(
         rep.jobs_checked += 1
         seen = set(df["node"].unique().to_list())
         seen_metric = set(df.select("node", "metric").unique().iter_rows())
-        together = found_together(result.faulty, params.window)
+        judged.append((job, result, no_ref, offsets, seen, seen_metric))
+    # act once every job is judged: nodes of *different* jobs found on the same metric in the
+    # same minute share a cause too (a leaf switch serving several jobs; session-13 review)
+    together = found_together(
+        [(job.job_id, f) for job, result, *_ in judged for f in result.faulty], cfg.detector.window
+    )
+    for job, result, no_ref, offsets, seen, seen_metric in judged:
         for f in result.faulty:
             key = f"{job.job_id}:{f.node}"
             prev = incidents.get(key)
+            # a finding younger than a window waits for the next pass: another node of the
+            # same event may cross the continuity seconds later, and together they are no
+            # machine's fault (a drain only takes effect after the job: a pass costs nothing)
+            if now - f.first_detected < cfg.detector.window:
+                continue
             # one action per node per incident; but an alert on what the job can cause (an I/O
             # stall) is no verdict on the machine: evidence the job cannot cause, found later
-            # (the stalling disk's mount now failing), is acted on (session-12 review)
-            if prev is not None and not (prev.get("job_can_cause") and not job_can_cause(f.metric)):
+            # (the stalling disk's mount now failing), is acted on (session-12 review); nor is
+            # an alert on a shared cause, once the node is the one still found (session 13)
+            again = (prev or {}).get("job_can_cause") and not job_can_cause(f.metric)
+            again = again or ((prev or {}).get("shared_with") and key not in together)
+            if prev is not None and not again:
                 continue
             inc = {
                 "job": job.job_id,
@@ -287,12 +302,13 @@ def run_pass(
                 # judged without the node's own reference: a constant hardware offset looks the
                 # same as a fault; alert, never drain on it
                 inc["action"] = f"alert ({no_ref or 'no per-node reference for this node'})"
-            elif others := together.get(f.node):
-                # several of the job's nodes off on the same metric in the same minute: what they
-                # share (a leaf switch rebooting, a PDU, a rack's cooling) rather than each
-                # machine -- machines fail one at a time; draining them would not mend it and
-                # would take healthy nodes away (session-13 review)
+            elif others := together.get(key):
+                # several nodes off on the same metric in the same minute: what they share (a
+                # leaf switch rebooting, a PDU, a rack's cooling) rather than each machine --
+                # machines fail one at a time; draining them would not mend it and would take
+                # healthy nodes away (session-13 review)
                 inc["action"] = f"alert (with {', '.join(others)} at once: shared cause?)"
+                inc["shared_with"] = others
             elif cfg.watch.drain:
                 try:
                     # naive local time, like Slurm's reason timestamps the guard compares it to
@@ -313,20 +329,20 @@ def run_pass(
     return rep
 
 
-def found_together(faulty: list[Finding], within: float) -> dict[str, list[str]]:
-    """For each finding's node, the other nodes found on the same metric within ``within``
-    seconds of it (none: left out)."""
+def found_together(faulty: list[tuple[str, Finding]], within: float) -> dict[str, list[str]]:
+    """For each ``job:node`` of the pass's findings (``(job id, finding)``), the other nodes
+    found on the same metric within ``within`` seconds of it, in any job (none: left out)."""
     out: dict[str, list[str]] = {}
-    for f in faulty:
-        others = [
+    for job, f in faulty:
+        others = {
             g.node
-            for g in faulty
+            for _, g in faulty
             if g.node != f.node
             and g.metric == f.metric
             and abs(g.first_detected - f.first_detected) <= within
-        ]
+        }
         if others:
-            out[f.node] = sorted(others)
+            out[f"{job}:{f.node}"] = sorted(others)
     return out
 
 

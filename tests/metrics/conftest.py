@@ -101,6 +101,8 @@ EXTRA = {
     # task could progress for memory (PSI full; seconds since boot)
     "node_network_speed_bytes": 2.5e10,
     "node_pressure_memory_stalled_seconds_total": 12.0,
+    # round 14: memory the kernel took offline as corrupted (none)
+    "node_memory_HardwareCorrupted_bytes": 0.0,
 }
 
 

@@ -69,12 +69,15 @@ def test_floors_load_from_minder_toml(tmp_path: Path) -> None:
     )
     d = load_config(p).detector
     assert d.threshold == 0.15 and d.floors == {MEM: 0.02, PAUSE: 1e-4}
-    # an events-scale floor may lie above the scale's top (NVLink CRC errors count from 100 a
-    # second, their full scale; a site may ask for more)
+    # an events-scale floor may be the scale's top where the shipped one is (NVLink CRC
+    # errors count from 100 a second, their full scale), not above it
     crc = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
     assert BY_NAME[crc].lo == BY_NAME[crc].hi == 100
+    p.write_text(f'[detector.floors]\n"{crc}" = 100\n')
+    assert load_config(p).detector.floors == {crc: 100.0}
     p.write_text(f'[detector.floors]\n"{crc}" = 250\n')
-    assert load_config(p).detector.floors == {crc: 250.0}
+    with pytest.raises(ConfigError, match="< 100"):
+        load_config(p)
     assert load_config(_toml(tmp_path, "[detector]\nthreshold = 0.15\n")).detector.floors == {}
 
 
@@ -84,10 +87,12 @@ def test_floors_load_from_minder_toml(tmp_path: Path) -> None:
         ('"node_pressure_memry_stalled_seconds_total" = 0.02', "has no evidence floor"),
         # a physical-scale metric's lo is its Min-Max range, not an evidence floor
         ('"DCGM_FI_DEV_GPU_TEMP" = 30', "has no evidence floor"),
-        (f'"{MEM}" = "0.02"', "must be a finite number >= 0"),
-        (f'"{MEM}" = -0.1', "must be a finite number >= 0"),
-        (f'"{MEM}" = nan', "must be a finite number >= 0"),
-        (f'"{MEM}" = inf', "must be a finite number >= 0"),
+        (f'"{MEM}" = "0.02"', "must be a finite number >= 0 and < 1"),
+        (f'"{MEM}" = -0.1', "must be a finite number >= 0 and < 1"),
+        (f'"{MEM}" = nan', "must be a finite number >= 0 and < 1"),
+        (f'"{MEM}" = inf', "must be a finite number >= 0 and < 1"),
+        # the percent /proc/pressure prints is not the share (session-13 review)
+        (f'"{MEM}" = 10', "must be a finite number >= 0 and < 1"),
         (f'"{MEM}" = true', "must be a finite number"),
         # a logarithmic scale's floor must be above 0 and under its top
         (f'"{PAUSE}" = 0', "must be a finite number > 0 and < 1e+06"),

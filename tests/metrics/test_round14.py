@@ -73,14 +73,15 @@ def test_a_power_managed_level_is_not_read_for_recurrence() -> None:
     assert detect(a, [GEN], Params()).faulty == []
 
 
-def test_memory_taken_offline_is_hardware_evidence_from_its_first_increase() -> None:
+def test_memory_taken_offline_is_hardware_evidence_from_its_second_increase() -> None:
     spec = BY_NAME[HWCORRUPT]
     assert (spec.kind, spec.scale, spec.job_can_cause) == ("gauge", "latch", None)
     assert is_hardware(spec)
     X = np.zeros((len(NODES), TIMES.size))
     X[2, :] = 4096.0  # pages poisoned before the window: the node's past, no event here
-    X[7, _minutes(25, 60)] = 4096.0  # a page offlined at minute 25, more later
-    X[7, _minutes(40, 60)] = 12288.0
+    X[4, _minutes(20, 60)] = 4096.0  # one page soft-offlined (10 corrected errors): no fault
+    X[7, _minutes(25, 60)] = 4096.0  # a page offlined at minute 25, another at 31
+    X[7, _minutes(31, 60)] = 8192.0
     r = detect(Aligned(TIMES, NODES, {HWCORRUPT: X}, STEP), [HWCORRUPT], Params())
     assert [(f.node, f.metric) for f in r.faulty] == [("n07", HWCORRUPT)]
-    assert TIMES[0] + 25 * 60 <= r.faulty[0].first_detected <= TIMES[0] + 30 * 60
+    assert TIMES[0] + 31 * 60 <= r.faulty[0].first_detected <= TIMES[0] + 36 * 60
