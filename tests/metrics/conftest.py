@@ -15,6 +15,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -202,6 +203,33 @@ def start_prometheus(data: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("prometheus did not become ready within 60 s")
 
 
+@contextmanager
+def served_prometheus(openmetrics_text: str, tmp: Path) -> Iterator[str]:
+    """The OpenMetrics text loaded by ``promtool tsdb create-blocks-from openmetrics`` into a
+    real Prometheus on loopback (Debian's; skipped where it is not installed): its URL, and
+    the server stopped afterwards whatever the test did."""
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
+    (tmp / "in.om").write_text(openmetrics_text)
+    blocks = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
+    subprocess.run(
+        [*blocks, str(tmp / "in.om"), str(tmp / "data")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    proc, url = start_prometheus(tmp / "data", tmp)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 @pytest.fixture(scope="module")
 def prom_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromJob]:
     if shutil.which("prometheus") is None or shutil.which("promtool") is None:
@@ -229,23 +257,7 @@ def prom_job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PromJob]:
         [df, *(base.with_columns(metric=pl.lit(m), value=pl.lit(v)) for m, v in EXTRA.items())],
         how="diagonal_relaxed",
     )
-    (tmp / "job.om").write_text(openmetrics(df))
-    data = tmp / "data"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(tmp / "job.om"), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    proc, url = start_prometheus(data, tmp)
-    try:
+    with served_prometheus(openmetrics(df), tmp) as url:
         t = df["time"].dt.epoch("ms") / 1000
         nodes = sorted(df["node"].unique().to_list())
         yield PromJob(url, df, truth, nodes, float(t.min()), float(t.max()))
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)

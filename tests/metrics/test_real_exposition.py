@@ -9,7 +9,6 @@ Sample lines are kept verbatim but for the whitespace after commas (OpenMetrics 
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from aegis_slurm.metrics.align import align
 from aegis_slurm.metrics.catalog import PORT_MIN, MetricSpec, spec_for
 from aegis_slurm.metrics.prometheus import fetch_job
 
-from .conftest import start_prometheus
+from .conftest import served_prometheus
 
 FIX = Path(__file__).parents[1] / "fixtures" / "metrics"
 HOSTS = {"node": "hostA:9100", "dcgm": "hostA:9400"}
@@ -51,36 +50,9 @@ def recorded(t0: float) -> str:
 
 @pytest.fixture(scope="module")
 def real_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, float]]:
-    import shutil
-
-    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
-        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
-    tmp = tmp_path_factory.mktemp("realprom")
     t0 = (time.time() // 3600 - 2) * 3600
-    (tmp / "in.om").write_text(recorded(t0))
-    subprocess.run(
-        [
-            "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            str(tmp / "in.om"),
-            str(tmp / "data"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    proc, url = start_prometheus(tmp / "data", tmp)
-    try:
+    with served_prometheus(recorded(t0), tmp_path_factory.mktemp("realprom")) as url:
         yield url, t0
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def raw_frame(rows: list[tuple]) -> pl.DataFrame:
@@ -101,20 +73,8 @@ def served_and_fetched(
 ) -> pl.DataFrame:
     """The OpenMetrics ``lines`` loaded into a real Prometheus (promtool), and the job's
     ``specs`` over ``[t0 + 60, t0 + 600]`` fetched from it by the real query path."""
-    (tmp / "in.om").write_text("\n".join(lines) + "\n# EOF\n")
-    argv = ["promtool", "tsdb", "create-blocks-from", "openmetrics"]
-    subprocess.run(
-        [*argv, str(tmp / "in.om"), str(tmp / "data")],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    proc, url = start_prometheus(tmp / "data", tmp)
-    try:
+    with served_prometheus("\n".join(lines) + "\n# EOF\n", tmp) as url:
         return fetch_job(PromConfig(url), nodes, t0 + 60, t0 + 600, specs)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
 
 
 def test_infiniband_ports_are_summed_per_node(real_prom: tuple[str, float]) -> None:

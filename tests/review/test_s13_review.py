@@ -27,15 +27,12 @@ tables run through :func:`detect`.
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from metrics.conftest import served_prometheus
 
 from aegis_slurm.metrics import PromConfig, analyse
 from aegis_slurm.metrics.align import Aligned
@@ -224,65 +221,14 @@ def _openmetrics(series: list[Spec], jobs: dict, t: float) -> str:
     return "\n".join(out) + "\n# EOF\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]:
-    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
-        pytest.skip("Debian's prometheus package is not installed (tools/install-test-deps.sh)")
-    tmp = tmp_path_factory.mktemp("s13prom")
     t = (time.time() // 3600 - 4) * 3600  # every job starts 4 h ago; C ends 1 h ago
     series, jobs = _scenarios(t)
-    (tmp / "in.om").write_text(_openmetrics(series, jobs, t))
-    subprocess.run(
-        [
-            "promtool",
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            str(tmp / "in.om"),
-            str(tmp / "data"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    (tmp / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
-    port = _free_port()
-    log = (tmp / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            "prometheus",
-            f"--config.file={tmp / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp / 'data'}",
-            "--storage.tsdb.retention.time=10y",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=tmp,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((tmp / "prometheus.log").read_text()[-500:])
-            try:
-                with urllib.request.urlopen(url + "/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.3)
+    with served_prometheus(
+        _openmetrics(series, jobs, t), tmp_path_factory.mktemp("s13prom")
+    ) as url:
         yield url, jobs
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
 
 
 def _minder(prom: tuple[str, dict], job: str, metrics: list[str] = LINK_METRICS) -> Result:
