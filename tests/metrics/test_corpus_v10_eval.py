@@ -41,7 +41,10 @@ def test_minder_against_the_naive_rules_on_corpus_v10(
 #: the NICs' summed speed, PSI full memory): 1.000 / 0.912 (62 of 68) / 3.8 min, 0 of 56.
 #: Still missed: thp_compaction_memory_stall 5 (its stall share under the guessed floor),
 #: lustre_ost_evict_reconnect 1.
-FLOOR = {"minder": (0.97, 0.89, 5.0)}
+#: Round 14 (session 13, designed on v11; with the session-13 reviews' fixes): 1.000 / 0.926
+#: (63 of 68) / 3.8 min, 0 of 56 -- the Lustre eviction found as a recurring failure state;
+#: still missed: thp_compaction_memory_stall 5.
+FLOOR = {"minder": (0.97, 0.90, 5.0)}
 
 if __name__ == "__main__":  # python -m tests.metrics.test_corpus_v10_eval
     import sys
