@@ -1010,11 +1010,11 @@ def _evidence(kind: str, spec: dict, c: int, te: float, site: Site) -> list[tupl
         "gpu_power_limit_misset_v12",
     ):
         return [("dcgm", te)]
+    if kind in ("hca_pcie_downtrain_xmit_wait", "ecmp_hash_collision_rx_pause"):
+        return [("node", te + 5.0)]  # a rate change: 5 s of it in the first counter delta
     if kind in (
         "ib_port_flap_recurring_short",
         "hca_port_dead_nccl_reroute",
-        "hca_pcie_downtrain_xmit_wait",
-        "ecmp_hash_collision_rx_pause",
         "cpu_package_thermal_throttle_fanfail",
         "slab_leak_oom_kill_rank",
         "frontend_nic_flap_storage_stall",
@@ -1058,6 +1058,12 @@ def _fault_params(kind: str, site: Site, spec: dict, rng, n: int, cul: list[int]
             c: _episodes(rng, spec["culprits"][c], dur, 30, 150, 180, 720) for c in cul
         }
         f["clk"] = float(rng.uniform(0.25, 0.45))
+        for c in cul:  # no brake episode inside an all-node checkpoint pause (labels stay clear)
+            f["episodes"][c] = [
+                (a, z)
+                for a, z in f["episodes"][c]
+                if all(z < ca - 30 or a > cz + 30 for ca, cz in spec["ckpt"])
+            ]
     elif kind == "tray_coolant_flow_drop_all_gpus":
         base = 24 + site.r_th * (site.idle_w + 0.95 * (site.tdp - site.idle_w))
         f["dtemp"] = float(max(20.0, site.slow_temp - base + rng.uniform(6, 14)))
