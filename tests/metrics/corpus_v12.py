@@ -1,18 +1,19 @@
-"""Blind labelled corpus v11 for a Minder-style faulty-machine detector.
+"""Blind labelled corpus v12 for a Minder-style faulty-machine detector.
 
 Deterministic generator (numpy + polars only) of raw Prometheus samples as NVIDIA dcgm-exporter
 and prometheus node_exporter publish them, for 120 synchronous multi-node training jobs on six
 sites none of the earlier corpora used (v9: gb3, efa, a3g, h1n, rtx, a4h; v10: h20, dgx, ndv,
-oci, l4s, gh2): HGX B200 on NDR InfiniBand (DCGM 4 field names), GB200 NVL72 compute trays
-(4 GPUs a node, Grace hosts), HGX H200 on bonded dual-port RoCE, A800 (China SKU) on HDR
-InfiniBand with an old dcgm-exporter and a CentOS 7 kernel (no PSI), DGX-1 V100 with a 2.x
-exporter scraped every 5 s while node_exporter is scraped every 60 s, and a Kubernetes H100
-cloud whose node_exporter runs with a reduced collector set (no infiniband, netstat, edac...).
+oci, l4s, gh2; v11: b2h, gbr, h2r, a8c, v1c, ckw): GB300 NVL72 compute trays (4 GPUs a node,
+XDR InfiniBand), an academic Slurm cluster of 4x H100 PCIe servers with mixed exporter versions
+(DCGM scraped every 30 s, node_exporter every 15 s), DGX A100 40GB on HDR InfiniBand with an old
+dcgm-exporter, L20 (China SKU) PCIe servers on 2x 200 GbE RoCE, HGX B200 on Spectrum-X RoCE,
+and Lambda/CoreWeave-style bare-metal H100 on NDR InfiniBand.
 
 Written without reading the detector, the simulators or earlier corpora's fault models (only
-corpus v10's generator, its sanity tests and README were read, as the brief allows; v10's
-rendering machinery was copied and adapted). Every modelling choice and its public source is
-listed in tests/fixtures/metrics_v11/README.md (numbers no source gave are marked GUESS there).
+corpus v11's generator, its sanity tests and README were read, as the brief allows; v11's
+rendering machinery was copied and adapted, five v11 fault models are reused with a ``_v12``
+suffix). Every modelling choice and its public source is listed in
+tests/fixtures/metrics_v12/README.md (numbers no source gave are marked GUESS there).
 
 A job's ``raw`` is rendered on every access (nothing cached): one row per (time, node, metric,
 device) sample actually scraped. Labels (``jobs``) are cheap and need no rendering.
@@ -462,9 +463,9 @@ _SITE_LIST = (
     ),
     Site(
         key="l2c",
-        gpu="8x L20 48GB PCIe (China SKU, 350 W, no NVLink), 2x 200 GbE RoCE",
+        gpu="8x L20 48GB PCIe (China SKU, 275 W, no NVLink), 2x 200 GbE RoCE",
         G=8,
-        tdp=350.0,
+        tdp=275.0,
         idle_w=35.0,
         sm_max=2520.0,
         sm_idle=210.0,
