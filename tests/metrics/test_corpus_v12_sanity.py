@@ -982,3 +982,55 @@ def test_decoys_present(J):
             xs += x.height
     assert xs > 0
     assert sum(bool(j.spec["ckpt"]) for j in J) >= 20
+
+
+def test_pyspy_blip_is_local_and_short(J):
+    j = _smallest(J, "operator_pyspy_dump_blip")
+    df = _raw(j)
+    n, a, d = j.spec["benign"]["blips"][0]
+    assert d <= 40
+    assert not _signatures(df, j)
+    node = j.nodes[n]
+    u = df.filter(
+        (pl.col("metric") == c.CPU_SECONDS)
+        & (pl.col("device") == "user")
+        & (pl.col("node") == node)
+    ).select("time", pl.col("value").alias("v"))
+    r = _rate(u.sort("time")).drop_nulls()
+    late = r.filter(pl.col("time") > _sec(j, a + d + 4 * j.node_interval)).filter(_train_mask(j))
+    if late.height > 3:
+        assert late["r"].median() < r["r"].max()
+
+
+def test_coolant_drop_heats_every_gpu_of_the_tray(J):
+    j = _smallest(J, "tray_coolant_flow_drop_all_gpus")
+    df = _raw(j)
+    node, on = next(iter(j.culprits.items()))
+    t = df.filter(
+        (pl.col("metric") == c.GPU_TEMP)
+        & (pl.col("node") == node)
+        & (pl.col("time") > on + timedelta(minutes=5))
+    )
+    per = t.group_by("device").agg(pl.col("value").max())
+    assert per.height == 4 and (per["value"] >= c.SITES[j.site].slow_temp - 2).all()
+
+
+def test_dead_port_traffic_moves_to_a_neighbour(J):
+    j = _smallest(J, "hca_port_dead_nccl_reroute")
+    df = _raw(j)
+    node, on = next(iter(j.culprits.items()))
+    p = j.spec["fault"]["port"][j.nodes.index(node)]
+    s = c.SITES[j.site]
+    dead, nb = s.ib[p], s.ib[(p + 1) % len(s.ib)]
+    d = _counter_delta(df, c.IB_TX, on + timedelta(minutes=2), on + timedelta(minutes=8), dead)
+    e = _counter_delta(df, c.IB_TX, on + timedelta(minutes=2), on + timedelta(minutes=8), nb)
+    assert d[node] == 0 and e[node] > 0
+
+
+def test_oom_kill_counted_at_the_kill(J):
+    j = _smallest(J, "slab_leak_oom_kill_rank")
+    df = _raw(j)
+    node, on = next(iter(j.culprits.items()))
+    kill = on + timedelta(seconds=j.spec["hang_lag"])
+    s = _per_time(df, node, c.VM_OOM, "max")
+    assert _before(s, kill)["v"].max() + 1 == _after(s, kill + timedelta(minutes=1))["v"].min()
