@@ -595,6 +595,12 @@ def hardware_xid(X: np.ndarray) -> np.ndarray:
     return out
 
 
+def last_seen(X: np.ndarray) -> np.ndarray:
+    """Each node's last sample up to each step (nodes x steps); NaN before its first."""
+    idx = np.where(~np.isnan(X), np.arange(X.shape[1])[None, :], 0)
+    return np.take_along_axis(X, np.maximum.accumulate(idx, axis=1), axis=1)
+
+
 def latched(X: np.ndarray, events: int = 1) -> np.ndarray:
     """1 from the step a counter counted its ``events``-th time since the window's first
     sample (a step that counted is one time, however many it counted), else 0.
@@ -609,8 +615,7 @@ def latched(X: np.ndarray, events: int = 1) -> np.ndarray:
     out = np.full((n, T), np.nan)
     if T == 0:
         return out
-    idx = np.where(~np.isnan(X), np.arange(T)[None, :], 0)
-    held = np.take_along_axis(X, np.maximum.accumulate(idx, axis=1), axis=1)  # last seen
+    held = last_seen(X)
     # an increase undone at the next scrape is no event: for one step after a relabelling
     # (dcgm-exporter adding its hpc_job label when a job starts) ``sum by`` counts a GPU's old
     # and new series both, and the node's count doubles and falls back (session-10 review)
@@ -829,10 +834,7 @@ def rose_within(C: np.ndarray, span: int) -> np.ndarray:
     counting only from each node's first sample in the window (its value then is what it
     counted before).  A gap's increase shows at the sample after it; a fall (a counter
     cleared) is no rise."""
-    valid = ~np.isnan(C)
-    idx = np.where(valid, np.arange(C.shape[1])[None, :], 0)
-    last = np.maximum.accumulate(idx, axis=1)
-    filled = np.take_along_axis(C, last, axis=1)  # NaN until the first sample
+    filled = last_seen(C)
     rise = np.diff(filled, axis=1, prepend=filled[:, :1])
     rise = np.where(np.isnan(rise) | (rise < 0), 0.0, rise)
     total = np.cumsum(rise, axis=1)
@@ -1152,9 +1154,10 @@ def corroborated(
     not where.  A slow GPU also runs hot or clocks down, a dying link logs errors, a lost
     machine stops reporting: a real fault shows on a local series too.
     """
-    near = np.abs(times - finding.first_detected) <= period
     if after:  # evidence that stands only from some time on: then, or any time later
         near = times >= finding.first_detected - period
+    else:
+        near = np.abs(times - finding.first_detected) <= period
     at = np.flatnonzero(support[row] & near)
     if at.size == 0:
         return None

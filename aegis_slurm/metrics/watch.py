@@ -262,9 +262,10 @@ def run_pass(
             # stall) is no verdict on the machine: evidence the job cannot cause, found later
             # (the stalling disk's mount now failing), is acted on (session-12 review); nor is
             # an alert on a shared cause, once the node is the one still found (session 13)
-            again = (prev or {}).get("job_can_cause") and not job_can_cause(f.metric)
-            again = again or ((prev or {}).get("shared_with") and key not in together)
-            if prev is not None and not again:
+            if prev is not None and not (
+                (prev.get("job_can_cause") and not job_can_cause(f.metric))
+                or (prev.get("shared_with") and key not in together)
+            ):
                 continue
             inc = {
                 "job": job.job_id,
