@@ -82,6 +82,12 @@ class MetricSpec:
     #: on the latch scale, how many times the counter must count in the window (scrapes at
     #: which it rose) before it is the evidence: 1 for an event each of which is a fault
     latch_events: int = 1
+    #: a link's state or events, which the switch's end of the link shares: the same
+    #: deviation starting on several nodes within a window of each other is the switch (a leaf
+    #: reloading, a port-firmware upgrade, a management switch cutting a rack's frontend), not
+    #: each machine's link (round 15, designed on corpus v12, seen;
+    #: :func:`~aegis_slurm.metrics.detect.shared_onsets`)
+    switch_side: bool = False
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -310,7 +316,16 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "job",
         evidence="coupled",
     ),
-    MetricSpec("node_infiniband_link_downed_total", "node", "counter", "sum", 0, 0.05, "events"),
+    MetricSpec(
+        "node_infiniband_link_downed_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        0.05,
+        "events",
+        switch_side=True,
+    ),
     # the rate each IB/RoCE port trained at (sysfs ``rate``; node_exporter's infiniband
     # collector), the node's lowest: a link that retrained at half or a quarter of its width or
     # speed carries on without an error while the whole job waits on it (NHC's check_hw_ib and
@@ -459,7 +474,15 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # the node's physical interfaces are up (operstate): a NIC that drops is one fewer, as a
     # vanished IB port is (node_exporter: "Value is 1 if operstate is 'up', 0 otherwise")
     MetricSpec(
-        "node_network_up", "node", "gauge", "sum", 0, None, "devices", exclude_devices=VIRTUAL_NICS
+        "node_network_up",
+        "node",
+        "gauge",
+        "sum",
+        0,
+        None,
+        "devices",
+        exclude_devices=VIRTUAL_NICS,
+        switch_side=True,
     ),
     # link flaps (sysfs carrier_changes: every carrier loss and return), the Ethernet
     # counterpart of IB's link_downed; the same range
@@ -472,6 +495,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         0.05,
         "events",
         exclude_devices=VIRTUAL_NICS,
+        switch_side=True,
     ),
     # frames received with errors (CRC, length, FIFO: sysfs rx_errors), the counterpart of
     # IB's port_rcv_errors; the same range
@@ -508,7 +532,14 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # packets) and its discards are the path's or the fabric's, not this machine's: left out
     MetricSpec("node_infiniband_symbol_error_total", "node", "counter", "sum", 0, 10, "events"),
     MetricSpec(
-        "node_infiniband_link_error_recovery_total", "node", "counter", "sum", 0, 0.05, "events"
+        "node_infiniband_link_error_recovery_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        0.05,
+        "events",
+        switch_side=True,
     ),
     MetricSpec(
         "node_infiniband_local_link_integrity_errors_total",
@@ -534,7 +565,15 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # comes back, twice within the flapping range, each time for less than the continuity, is
     # a port flapping (recurring, round 14)
     MetricSpec(
-        "node_infiniband_state_id", "node", "gauge", "min", 0, 5, hardware=True, recurs=True
+        "node_infiniband_state_id",
+        "node",
+        "gauge",
+        "min",
+        0,
+        5,
+        hardware=True,
+        recurs=True,
+        switch_side=True,
     ),
     # the kernel's OOM killer (/proc/vmstat oom_kill; untyped in node_exporter, a count since
     # boot): a rank killed for the host's memory; one is the evidence (scale "latch") -- but
@@ -630,6 +669,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         1,
         derived=(CLOCK_REASONS_SERIES, _HW_SLOWDOWN_EXPR),
         hardware=True,
+        recurs=True,
     ),
     # Round 13 (designed on corpus v10, seen): a port that keeps going down and retraining
     # (a bad cable or transceiver) stalls the job at every bounce, but bounces minutes apart
@@ -648,6 +688,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         ),
         hardware=True,
         counted_in_window=FLAP_WINDOW,
+        switch_side=True,
     ),
     MetricSpec(
         CARRIER_FLAPPING,
@@ -663,6 +704,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         exclude_devices=VIRTUAL_NICS,
         counted_in_window=FLAP_WINDOW,
         hardware=True,
+        switch_side=True,
     ),
     # a NIC that renegotiated a lower speed after a flap (autonegotiation falling back: 100G
     # to 25G) carries the job's traffic at a quarter of its peers' while it reports up; the
@@ -712,6 +754,13 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         # a rank allocating beyond the node's memory makes the kernel reclaim and compact for it
         job_can_cause="a memory stall may be the job's own use",
     ),
+    # Round 15 (designed on corpus v12, seen): how many times a CPU package hit its thermal
+    # limit and throttled (x86 therm_throt's sysfs count, node_exporter's cpu collector, on by
+    # default; per package, summed).  The kernel keeps it "so the user knows how bad the
+    # thermal problem might be", its log being rate-limited.  A host whose fan or cold plate
+    # failed throttles many times a minute and starves its ranks' input threads while its GPUs
+    # look healthy; a package that ticked once, or a history since boot, is no rate
+    MetricSpec("node_cpu_package_throttles_total", "node", "counter", "sum", 0, 10, "events"),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}

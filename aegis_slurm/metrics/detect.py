@@ -20,6 +20,7 @@ from scipy.stats import poisson
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import (
     FLAP_WINDOW,
+    HARDWARE_SCALES,
     HARDWARE_XIDS,
     is_hardware,
     job_can_cause,
@@ -161,6 +162,17 @@ class Params:
     # node once it has lasted the flapping range (30 min) -- no checkpoint does, a process
     # the previous job left behind does -- dated then (:func:`detect`); False: never
     lasting_support: bool = True
+    # a link event or state (catalog ``switch_side``) that starts on several nodes within a
+    # window of each other is the switch's end of their links -- a leaf reloading, a firmware
+    # upgrade, a management switch dropping a rack's frontend -- and evidence on none of them
+    # (:func:`shared_onsets`; corpus v12, seen: a rack's frontend carrier changes after a
+    # management-switch reload corroborated one of its nodes' IB-bytes dip); so are machines
+    # that stop answering together and answer again (:func:`machine_gone`); False: off
+    shared_links: bool = True
+    # on the hardware-evidence scales (an error rate, a hardware Xid, a device count, a NIC's
+    # pause share; catalog ``HARDWARE_SCALES``) only a node *above* its peers is far from them
+    # (:func:`deviation`), as on the latch scale; False: two-sided
+    one_sided_evidence: bool = True
 
 
 @dataclass(frozen=True)
@@ -234,6 +246,20 @@ def peer_median(X: np.ndarray) -> np.ndarray:
     cols = np.flatnonzero(ok)
     lo, hi = S[(n[ok] - 1) // 2, cols], S[n[ok] // 2, cols]
     out[ok] = (lo + hi) / 2.0
+    return out
+
+
+def upper_median(X: np.ndarray) -> np.ndarray:
+    """The upper of the two middle values over the nodes that reported, per time step (the
+    median for an odd count; NaN where none reported): a count most of the nodes reach.
+
+    Two nodes' median is their mean, which a node one GPU short is never half a GPU under;
+    what it lacks is against the other node's count (round 15, corpus v12, seen)."""
+    S = np.sort(X, axis=0)  # NaN sorts last
+    n = np.count_nonzero(~np.isnan(X), axis=0)
+    out = np.full(X.shape[1], np.nan)
+    ok = n > 0
+    out[ok] = S[n[ok] // 2, np.flatnonzero(ok)]
     return out
 
 
@@ -632,7 +658,7 @@ def device_loss(X: np.ndarray) -> np.ndarray:
     evidence there is: the node stops reporting *part* of itself while its peers carry on.  A
     node that always had fewer (a GPU out for repair) is corrected by its reference offset first.
     """
-    med = peer_median(X)
+    med = upper_median(X)
     with np.errstate(invalid="ignore"):
         out = np.less(X, med[None, :] - 0.5).astype(float)
     out[np.isnan(X)] = np.nan
@@ -786,6 +812,44 @@ def recurrence(far: np.ndarray, least: int, span: int) -> np.ndarray:
         again = np.flatnonzero(np.diff(starts) <= span)
         if again.size:
             out[i] = starts[again[0] + 1] + least - 1
+    return out
+
+
+def shared_onsets(far: np.ndarray, tol: int) -> np.ndarray:
+    """Nodes x steps: the runs of ``far`` (nodes x steps) whose first step lies within ``tol``
+    steps of another node's run's first step, and that ended -- one event seen by several
+    machines at once, and over.
+
+    A switch that reloads takes every link it carries down and up together; a machine's own
+    cable or transceiver fails alone.  Scrape offsets put the same event a step or so apart
+    on different nodes: ``tol`` is a window plus the lag allowed.  A run still going at the
+    window's end is kept whoever else's began with it: a port that stays down is unusable,
+    whatever broke it, and the job waits on it."""
+    n, T = far.shape
+    out = np.zeros((n, T), bool)
+    if n < 2 or T == 0:
+        return out
+    f = far.astype(np.int8)
+    starts = np.diff(np.concatenate([np.zeros((n, 1), np.int8), f], axis=1), axis=1) == 1
+    if starts.sum() < 2:
+        return out
+    # a run reaching the last step is no passing event: it counts as another's company, but
+    # stays evidence itself
+    passing = starts.copy()
+    ongoing = far[:, -1]
+    last = np.maximum.accumulate(np.where(starts, np.arange(T)[None, :], -1), axis=1)[:, -1]
+    passing[np.flatnonzero(ongoing), last[ongoing]] = False
+    # each node's starts widened to +-tol steps; a start is shared where another node's is near
+    cs = np.cumsum(np.pad(starts.astype(np.int32), ((0, 0), (1, 0))), axis=1)
+    lo = np.clip(np.arange(T) - tol, 0, T)
+    hi = np.clip(np.arange(T) + tol + 1, 0, T)
+    near = (cs[:, hi] - cs[:, lo]) > 0
+    others = near.sum(axis=0)[None, :] - near
+    shared_start = passing & (others >= 1)
+    for i in np.flatnonzero(shared_start.any(axis=1)):
+        run = np.cumsum(starts[i])  # run id at each step (0 before the first start)
+        ids = np.unique(run[shared_start[i]])
+        out[i] = far[i] & np.isin(run, ids)
     return out
 
 
@@ -1031,6 +1095,14 @@ def deviation(
             gap = N - peer_median(N)[None, :]
             well = gap >= 0 if healthy == "max" else gap <= 0
             d = np.where(well & ~np.isnan(d), 0.0, d)
+        elif p.one_sided_evidence and p.scales and spec_for(metric).scale in HARDWARE_SCALES:
+            # one-sided: on these scales high is the fault (an error rate, a hardware Xid, a
+            # device lost, a NIC pausing); a node at or under its peers' median is none.  In a
+            # two-node job the median is the pair's mean, and the clean node sits as far from
+            # it as the culprit: both "candidates" of two, a job-wide state (corpus v12, seen:
+            # a Xid 119 and a Xid 74 in two-node jobs missed)
+            under = N - peer_median(N)[None, :] <= 0
+            d = np.where(under & ~np.isnan(d), 0.0, d)
         dev = d if dev is None else np.minimum(dev, d)
     return dev, judged, since
 
@@ -1064,6 +1136,8 @@ def _detect_metric(
             dev = np.where(blank, 0.0, dev)
     step = aligned.step
     w = max(round(p.window / step), 1)
+    if p.shared_links and spec_for(metric).switch_side:
+        dev = np.where(shared_onsets(dev > p.threshold**2, w + p.lag), 0.0, dev)
     dist = window_distance(dev, w)
     warm = aligned.times < aligned.times[0] + p.warmup
     dist[:, warm] = np.nan
@@ -1396,6 +1470,10 @@ def detect(
             if ran > p.warmup:
                 p = replace(p, warmup=ran, reference_start=ran)
     machine = machine_gone(aligned, p.quorum) if p.machine_absence else None
+    if machine is not None and p.shared_links:
+        # several machines silent from the same minute, and back, are the path between them
+        # and Prometheus (a management switch reloading), not each machine
+        machine &= ~shared_onsets(machine, max(round(p.window / aligned.step), 1) + p.lag)
     for m in metrics:
         ref = None
         if offsets is not None and p.baseline > 0:

@@ -104,6 +104,8 @@ EXTRA = {
     "node_pressure_memory_stalled_seconds_total": 12.0,
     # round 14: memory the kernel took offline as corrupted (none)
     "node_memory_HardwareCorrupted_bytes": 0.0,
+    # round 15: the CPU packages' thermal throttles since boot (a history, no rate)
+    "node_cpu_package_throttles_total": 36.0,
 }
 
 

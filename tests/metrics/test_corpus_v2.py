@@ -72,6 +72,9 @@ NOT_IN_V2 = {
     "node_pressure_memory_stalled_seconds_total",
     # round 14: memory taken offline as corrupted (node_exporter's meminfo; v2 did not model it)
     "node_memory_HardwareCorrupted_bytes",
+    # round 15: the CPU packages' thermal throttles (node_exporter's cpu collector; v2 did not
+    # model it)
+    "node_cpu_package_throttles_total",
 }
 SHIPPED = (
     Path(__file__).parent.parent / "fixtures" / "metrics" / "dcgm-exporter-default-counters.csv"
