@@ -88,6 +88,12 @@ class MetricSpec:
     #: each machine's link (round 15, designed on corpus v12, seen;
     #: :func:`~aegis_slurm.metrics.detect.shared_onsets`)
     switch_side: bool = False
+    #: for a ``recurs`` metric, the reading an episode must reach at each of its steps (None:
+    #: far from the peers is enough): the hardware-slowdown share is the share of a range's
+    #: samples with the bit set, and NVML reports the bit at a P-state or clock change too --
+    #: one such sample is a fifth of a one-minute range, a brake on for half of it is not a
+    #: clock change (session-14 review)
+    episode_floor: float | None = None
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -331,7 +337,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # speed carries on without an error while the whole job waits on it (NHC's check_hw_ib and
     # ibstat read the same field at boot; this watches it while the job runs).  Range: NDR
     # 400 Gb/s = 5e10 B/s; an XDR port widens it from the data
-    MetricSpec(LINK_RATE, "node", "gauge", "min", 0, 50e9, hardware=True),
+    MetricSpec(LINK_RATE, "node", "gauge", "min", 0, 50e9, hardware=True, switch_side=True),
     # packets received with errors (sysfs port_rcv_errors: symbol/CRC-level damage on the link),
     # summed over ports; sparse benign increments are what the burst test is for.  The range:
     # a failing cable logs up to ~10/s (HDR at 50 GB/s moves ~12 M packets/s: 1 ppm)
@@ -670,6 +676,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         derived=(CLOCK_REASONS_SERIES, _HW_SLOWDOWN_EXPR),
         hardware=True,
         recurs=True,
+        episode_floor=0.5,
     ),
     # Round 13 (designed on corpus v10, seen): a port that keeps going down and retraining
     # (a bad cable or transceiver) stalls the job at every bounce, but bounces minutes apart
@@ -721,6 +728,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         exclude_devices=SPEED_EXCLUDED,
         hardware=True,
         healthy_high=True,
+        switch_side=True,
     ),
     # Round 14 (designed on corpus v11, seen): memory the kernel took offline as corrupted
     # (/proc/meminfo HardwareCorrupted; node_exporter's meminfo collector, on by default).  It
@@ -760,7 +768,19 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # thermal problem might be", its log being rate-limited.  A host whose fan or cold plate
     # failed throttles many times a minute and starves its ranks' input threads while its GPUs
     # look healthy; a package that ticked once, or a history since boot, is no rate
-    MetricSpec("node_cpu_package_throttles_total", "node", "counter", "sum", 0, 10, "events"),
+    MetricSpec(
+        "node_cpu_package_throttles_total",
+        "node",
+        "counter",
+        "sum",
+        0,
+        10,
+        "events",
+        # the count follows the CPUs' load, which differs by rank (rank 0's data pipeline and
+        # evaluation): the kernel only counts the hardware's thermal interrupts, and a busy
+        # package near its limit throttles on a healthy host (session-14 review)
+        job_can_cause="a CPU package may throttle under the job's own load",
+    ),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in DEFAULT_METRICS}

@@ -749,6 +749,13 @@ def on_latch_scale(metric: str, p: Params) -> bool:
 #: the scales of counters (a rate of errors, a fault counted): never a node's normal
 COUNTING_SCALES = ("events", "latch")
 
+#: the scales whose reference takes every step of its span, not only those with the job at
+#: its typical level (:func:`steady_steps`): counters, and the device and Xid states the job's
+#: pace does not move -- a pair's median Xid indicator is 1 once one node takes a new Xid, no
+#: step is then "typical", and a stale code on the other would lose its reference (session-14
+#: review)
+UNSTEADY_SCALES = (*COUNTING_SCALES, "xid", "devices")
+
 
 def event_steps(metric: str, p: Params, step: float) -> int:
     """Windows in a row that make a finding: ``continuity / step``, plus ``rate_window / step`` on
@@ -1002,7 +1009,7 @@ def node_reference(
     # earlier, from before they loaded -- and would "join" at the span's first step (v5, seen)
     dev0, judged0 = peer_deviation(scale(X, metric, p), p.quorum, ignore, 0)
     steady = None
-    if p.steady and not (p.scales and spec_for(metric).scale in COUNTING_SCALES):
+    if p.steady and not (p.scales and spec_for(metric).scale in UNSTEADY_SCALES):
         steady = steady_steps(X, floor_of(metric, p))
     # a late starter may match its peers only after the span: it joins up to ``join_until``
     until = start + span if join_until is None else max(start + span, join_until)
@@ -1153,13 +1160,20 @@ def _detect_metric(
     first = continuity(c, k, support)
     if p.recurrence and p.scales and spec_for(metric).recurs:
         far = (dev > p.threshold**2) & ok[None, :] & ~np.isnan(dist)
+        floor = spec_for(metric).episode_floor
+        if floor is not None:
+            with np.errstate(invalid="ignore"):
+                far &= aligned.data[metric] >= floor
         again = recurrence(far, w, max(round(FLAP_WINDOW / step), 1))
         # a share of the job failing in episodes is a shared server timing its clients out in
         # turn (an NFS server overloaded), not each machine (session-13 review)
         failing = sustained(far, w).any(axis=1)  # nodes with an episode in the window
         recurring = np.full(again.shape, -1)
         if failing.sum() <= max(1, int(p.max_share * again.size)):
-            kept = simultaneous_bound(again, aligned.times, FLAP_WINDOW, p.max_nodes)
+            # and two nodes recurring within the range are one cause (a rack on half its
+            # power braking node after node at their load peaks; a server timing out a few
+            # clients), never each machine: one node per range (session-14 review)
+            kept = simultaneous_bound(again, aligned.times, FLAP_WINDOW, 1)
             recurring[kept] = again[kept]
         first = np.where((recurring >= 0) & ((first < 0) | (recurring < first)), recurring, first)
     out = []
