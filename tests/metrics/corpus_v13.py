@@ -1025,15 +1025,17 @@ def _evidence(kind: str, spec: dict, c: int, te: float, site: Site) -> list[tupl
         "hbm_hot_spot_memclk_derate_v13",
     ):
         return [("dcgm", te)]
+    # rate faults: the first sample whose counter delta holds enough of the new rate to show
+    # (>= 1 s of a replay storm, steal or xmit-wait; >= 2 s of one hot softirq core; drops at
+    # >= 1e3/s show after 0.05 s)
     if kind == "gpu_pcie_replay_storm_riser":
-        return [("dcgm", te + 5.0)]  # a rate: >= 5 s of it in the first counter delta
-    if kind in (
-        "hypervisor_steal_time_vm_straggler",
-        "roce_nic_out_of_buffer_rx_drops",
-        "nic_irq_pinned_core_softirq_hot",
-        "hca_pcie_downtrain_xmit_wait_v13",
-    ):
-        return [("node", te + 5.0)]
+        return [("dcgm", te + 1.0)]
+    if kind in ("hypervisor_steal_time_vm_straggler", "hca_pcie_downtrain_xmit_wait_v13"):
+        return [("node", te + 1.0)]
+    if kind == "nic_irq_pinned_core_softirq_hot":
+        return [("node", te + 2.0)]
+    if kind == "roce_nic_out_of_buffer_rx_drops":
+        return [("node", te + 0.05)]
     if kind in (
         "fabric_link_retrain_carrier_flaps",
         "bios_powersave_governor_low_cpufreq",
