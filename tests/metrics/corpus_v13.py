@@ -2149,7 +2149,13 @@ def _emit_dcgm(ctx: _Ctx, rows: _Rows) -> None:
         add(s.reasons, r.astype(np.float64))
     if POWER_VIOL in fields or THERMAL_VIOL in fields:
         unit = 1e9 if s.viol_ns else 1e6
-        add(POWER_VIOL, np.zeros((K, N, G)))
+        # time spent clock-limited by power (a cap, a power brake): DCGM's power violation
+        pvb = ctx.pw >= 0.98 * ctx.cap
+        if "brake" in ctx.dyn:
+            pvb = pvb | (ctx.dyn["brake"] < 1)
+        pvb = pvb & (np.broadcast_to(ctx.mode[:, :, None], pvb.shape) != IDLE)
+        cp = np.concatenate([np.zeros((1, N, G)), np.cumsum(pvb * _DT, axis=0)[:-1]], axis=0)
+        add(POWER_VIOL, np.round(_gather(cp, b) * unit))
         hotb = ctx.temp > s.slow_temp - 0.5
         ch = np.concatenate([np.zeros((1, N, G)), np.cumsum(hotb * _DT, axis=0)[:-1]], axis=0)
         add(THERMAL_VIOL, np.round(_gather(ch, b) * unit))
