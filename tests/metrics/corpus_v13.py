@@ -736,7 +736,8 @@ _ROCE = ("h2o", "h8r", "l4x")
 _AIR = ("h2o", "h8r", "l4x", "a8u", "hnv")  # air-cooled GPUs
 _KIND_SITES: dict[str, tuple[str, ...]] = {
     "uncorrectable_ecc_contained_rank_abort": _ALL,
-    "gpu_pcie_replay_storm_riser": ("l4x", "a8u", "hnv", "h2o", "h8r", "hsn"),
+    # GH200's GPU reaches its CPU over NVLink-C2C, not PCIe: no replay storm on hsn
+    "gpu_pcie_replay_storm_riser": ("l4x", "a8u", "hnv", "h2o", "h8r"),
     "gpu_heatsink_creep_slow_degrade": _AIR,
     "nvlink_link_inactive_after_recovery": ("h2o", "h8r", "hnv"),
     "hypervisor_steal_time_vm_straggler": ("h8r",),
