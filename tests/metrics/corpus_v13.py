@@ -1012,7 +1012,7 @@ def _evidence(kind: str, spec: dict, c: int, te: float, site: Site) -> list[tupl
     if kind == "psu_loss_power_brake_bursts_v13":
         return [("dcgm_win", a, z) for a, z in f["episodes"][c]]
     if kind == "pfs_client_eviction_reads_hang":
-        return [("node_win", a + 5.0, z) for a, z in f["episodes"][c]]
+        return [("node_win", a, z) for a, z in f["episodes"][c]]
     if kind == "gpu_heatsink_creep_slow_degrade":
         return [("dcgm", f["visible"][c])]
     if kind == "dimm_ce_burst_then_ue_panic":

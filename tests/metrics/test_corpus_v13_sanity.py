@@ -532,7 +532,11 @@ def _v_pfs(j, df, node, on):
         & (pl.col("metric") == c.FS_DEVERR)
         & (pl.col("device") == c.SITES[j.site].pfs)
     ).sort("time")
-    return _at(s, on)["value"][0] == 1 and _before(s, on)["value"].max() == 0
+    bl = _per_time(df, node, c.PROCS_BLOCKED, "max")
+    stuck = _at(s, on)["value"][0] == 1 or _at(bl, on)["v"][0] >= 4
+    later = _after(s, on).filter(pl.col("time") < on + timedelta(seconds=3 * j.node_interval))
+    dev_err = _at(s, on)["value"][0] == 1 or (later["value"] == 1).any()
+    return stuck and _before(s, on)["value"].max() == 0 and dev_err
 
 
 def _v_softirq(j, df, node, on):
