@@ -367,12 +367,43 @@ def machine_gone(aligned: Aligned, quorum: float = 0.5) -> np.ndarray:
     minutes, scrape_duration at the timeout), an exporter restarting or a Prometheus missing
     scrapes blank one exporter's series on that node for a while, and the exporter answers
     again; a machine that is down, hung or cut off answers no exporter.
+
+    Not before the node's first sample (round 16, corpus v13, seen): a target Prometheus has
+    not discovered yet (a fresh cloud instance, a node its service discovery adds at its next
+    refresh) is unknown, not gone.  A node with no sample at all in the window stays gone.
     """
     n, T = len(aligned.nodes), aligned.times.size
     if not aligned.data:
         return np.zeros((n, T), bool)
-    present = np.logical_or.reduce([~np.isnan(X) for X in aligned.data.values()])
-    return ~present & (present.mean(axis=0) >= quorum)[None, :]
+    present = reporting(aligned)
+    known = np.maximum.accumulate(present, axis=1) | ~present.any(axis=1)[:, None]
+    return ~present & known & (present.mean(axis=0) >= quorum)[None, :]
+
+
+def reporting(aligned: Aligned) -> np.ndarray:
+    """Nodes x steps at which a node has a sample of any metric."""
+    return np.logical_or.reduce([~np.isnan(X) for X in aligned.data.values()])
+
+
+def replaced(aligned: Aligned, k: int) -> dict[int, float]:
+    """Row -> its last sample, for each node that stopped reporting for good at least ``k``
+    steps before the window's end while another node, silent until then, began reporting
+    after it: the job took a replacement (a spot instance reclaimed and a fresh one joined, an
+    elastic job swapping a node) -- the job no longer waits on the node that left, whatever
+    became of it (round 16, corpus v13, seen).  A machine that dies under a Slurm job leaves
+    no one joining: its silence stays evidence."""
+    if not aligned.data:
+        return {}
+    present = reporting(aligned)
+    T = present.shape[1]
+    anyp = present.any(axis=1)
+    first = np.where(anyp, present.argmax(axis=1), T)
+    last = np.where(anyp, T - 1 - present[:, ::-1].argmax(axis=1), -1)
+    joined = first[(first >= k) & anyp]  # began reporting a while into the window
+    if joined.size == 0:
+        return {}
+    left = np.flatnonzero(anyp & (last <= T - 1 - k))
+    return {int(i): float(aligned.times[last[i]]) for i in left if (joined > last[i]).any()}
 
 
 def never_exported(aligned: Aligned) -> dict[str, np.ndarray]:
@@ -588,7 +619,8 @@ def burst_mask(counts: np.ndarray, span: float, alpha: float, step: float) -> np
     Poisson count at its *peers'* background rate explains, family-wise at ``alpha`` per job.
 
     The background of node ``i`` is the pooled rate of the others (leave-one-out, so a culprit's
-    own burst does not raise its bar): their mean count per ``span`` over the job.  The bar is
+    own burst does not raise its bar): their mean count per ``span`` over the steps at which
+    node ``i`` is measured.  The bar is
     the Poisson ``1 - alpha / m`` quantile, ``m`` = nodes x spans in the job (Bonferroni over
     every node and every span the job has).  With error-free peers any event passes (the bar is
     0, as before); with sparse benign increments everywhere (~1 per node-hour: a 256-node job
@@ -598,9 +630,17 @@ def burst_mask(counts: np.ndarray, span: float, alpha: float, step: float) -> np
     n, T = counts.shape
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        per = np.nanmean(counts, axis=1)  # each node's mean count per span
-    per = np.nan_to_num(per)
-    lam = (per.sum() - per) / (n - 1) if n > 1 else per
+        if n > 1:
+            # the others' mean count at the steps the node itself is measured: a node that
+            # began reporting mid-window (a replacement) is held to the peers' rate then,
+            # not to their whole window's, quiet warm-up included (round 16, corpus v13)
+            has = ~np.isnan(counts)
+            total, k = np.nansum(counts, axis=0), has.sum(axis=0)
+            others = (total[None, :] - np.nan_to_num(counts)) / (k[None, :] - has)
+            lam = np.nanmean(np.where(has, others, np.nan), axis=1)
+        else:
+            lam = np.nanmean(counts, axis=1)
+    lam = np.nan_to_num(lam)
     spans = max(T * step / span, 1.0)
     q = alpha / (n * spans)
     bar = poisson.isf(q, np.maximum(lam, 0.0))  # largest count the background explains
@@ -1075,15 +1115,19 @@ def deviation(
     ref: tuple[np.ndarray, float] | None = None,
     late: np.ndarray | None = None,
     gone: np.ndarray | None = None,
+    left: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """:func:`peer_deviation` of the metric, the smaller over the readings of :func:`prepare`;
     the judged steps; and from when each node is judged (None: all from the warm-up's end).
 
     ``gone``: :func:`machine_gone`, computed here when not given (``p.machine_absence``); an
-    absence is evidence there and where the series :func:`ended`."""
+    absence is evidence there and where the series :func:`ended` -- but where ``left`` (nodes
+    x steps: the node is out of the job, :func:`replaced`)."""
     if p.machine_absence:
         machine = machine_gone(aligned, p.quorum) if gone is None else gone
         gone = absence_evidence(aligned, metric, machine)
+        if left is not None:
+            gone = gone & ~left
     else:
         gone = None
     dev, judged = None, None
@@ -1134,9 +1178,10 @@ def _detect_metric(
     ref: tuple[np.ndarray, float] | None = None,
     late: np.ndarray | None = None,
     gone: np.ndarray | None = None,
+    left: np.ndarray | None = None,
 ) -> tuple[list[Finding], int, np.ndarray]:
     """:func:`detect_metric`, and its candidate windows (nodes x steps) for corroboration."""
-    dev, judged, since = deviation(aligned, metric, p, ignore, ref, late, gone)
+    dev, judged, since = deviation(aligned, metric, p, ignore, ref, late, gone, left)
     if p.profiler_pause:
         blank = profiler_blank(aligned, metric)
         if blank is not None:
@@ -1484,6 +1529,20 @@ def detect(
             if ran > p.warmup:
                 p = replace(p, warmup=ran, reference_start=ran)
     machine = machine_gone(aligned, p.quorum) if p.machine_absence else None
+    k_cont = max(round(p.continuity / aligned.step), 1)
+    swapped = replaced(aligned, k_cont) if p.departure else {}
+    left = None
+    if swapped:  # a node replaced is out of the job from its last sample, not gone
+        left = np.zeros((len(aligned.nodes), aligned.times.size), bool)
+        for i, t in swapped.items():
+            left[i, aligned.times > t] = True
+        if machine is not None:
+            machine &= ~left
+        # and the nodes that began reporting mid-window are judged from then, as late joiners
+        first = reporting(aligned).argmax(axis=1)
+        newcomers = first >= k_cont
+        late = np.full(len(aligned.nodes), np.inf) if late is None else late.copy()
+        late[newcomers] = np.minimum(late[newcomers], aligned.times[first[newcomers]])
     if machine is not None and p.shared_links:
         # several machines silent from the same minute, and back, are the path between them
         # and Prometheus (a management switch reloading), not each machine
@@ -1497,7 +1556,7 @@ def detect(
                 np.array([node_off.get(n, np.nan) for n in aligned.nodes], dtype=float),
                 float(r.get("level", np.nan)),
             )
-        found, n, c = _detect_metric(aligned, m, p, never.get(m), ref, late, machine)
+        found, n, c = _detect_metric(aligned, m, p, never.get(m), ref, late, machine, left)
         windows = max(windows, n)
         per_metric[m] = found
         # what the job can cause on its node by itself (a checkpoint writer's I/O stall) says
@@ -1517,6 +1576,8 @@ def detect(
         gone = {src: exporter_gone(aligned, src) for src in {spec_for(m).source for m in metrics}}
         if machine is not None:  # an exporter that answers again: lost scrapes, no evidence
             gone = {src: g & (machine | ended(np.where(g, np.nan, 1.0))) for src, g in gone.items()}
+        for g in gone.values():  # nor is a node the job replaced
+            g[list(swapped)] = False
         if p.measured_evidence:
             k = max(round(p.continuity / aligned.step), 1)
             gone = {src: sustained(g, k) for src, g in gone.items()}
@@ -1535,10 +1596,10 @@ def detect(
     out_of_job = departure_mask(util, running, len(aligned.nodes))
     departed = {
         aligned.nodes[i]: t
-        for i, t in departed_at(
-            out_of_job, aligned.times, max(round(p.continuity / aligned.step), 1)
-        ).items()
+        for i, t in (departed_at(out_of_job, aligned.times, k_cont) | swapped).items()
     }
+    if left is not None:  # from its last sample a replaced node is out of the job
+        out_of_job |= left
     held = sustained(out_of_job, max(round(p.window / aligned.step), 1))
     best: dict[str, Finding] = {}
     for m in metrics:
