@@ -169,6 +169,12 @@ class Params:
     # management-switch reload corroborated one of its nodes' IB-bytes dip); so are machines
     # that stop answering together and answer again (:func:`machine_gone`); False: off
     shared_links: bool = True
+    # an error counter's continuity completes a continuity after its first increment, at a
+    # step where it rose again -- errors still arriving -- rather than once its trailing rate
+    # has also outlasted ``rate_window`` (:func:`event_steps`): the same test, answered two
+    # minutes sooner (round 16, corpus v13, seen: error bursts found 5-6 minutes in); False:
+    # as before
+    fresh_events: bool = True
     # on the hardware-evidence scales (an error rate, a hardware Xid, a device count, a NIC's
     # pause share; catalog ``HARDWARE_SCALES``) only a node *above* its peers is far from them
     # (:func:`deviation`), as on the latch scale; False: two-sided
@@ -545,19 +551,39 @@ def job_level(X: np.ndarray) -> float:
     return float(np.percentile(med, 90)) if med.size else float("nan")
 
 
-def background_events(R: np.ndarray, window: float, p: float = 0.99) -> float:
-    """Events in one rate window that the peers' background explains: the ``p`` quantile of a
-    Poisson count at the peers' median long-run rate (0 where the peers have no errors).
+def peers_now(X: np.ndarray) -> np.ndarray:
+    """Nodes x steps: the peers' typical value at each step -- their median (the node's own
+    among them: one value of three or more moves a median little), the other's in a pair
+    (whose median would be half the node's own), 0 alone; NaN read as 0."""
+    n = X.shape[0]
+    if n == 1:
+        return np.zeros_like(X)
+    if n == 2:
+        return np.nan_to_num(X[::-1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.broadcast_to(np.nan_to_num(np.nanmedian(X, axis=0))[None, :], X.shape)
+
+
+def background_events(R: np.ndarray, window: float, p: float = 0.99) -> np.ndarray:
+    """Nodes x steps: the events in one rate window that the peers' background explains: the
+    ``p`` quantile of a Poisson count at the peers' median long-run rate, or at their rate at
+    that step (:func:`peers_now`) where it is higher (0 where the peers have no errors).
 
     Some hardware ticks an error counter on every node (a few replays an hour); one such node
-    catching three ticks in a row by chance is not a fault.
+    catching three ticks in a row by chance is not a fault -- the long-run rate, over which
+    such ticks are seen at all.  Some counters tick with the traffic on every node (a few
+    out-of-sequence packets a second while the job trains, none while it idles): a node that
+    reported only while the job trained -- a replacement that joined, a node that left -- is
+    held to the peers' rate of its time, not to a long-run one their idle minutes diluted
+    (round 16, corpus v13, seen).
     """
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         lam = float(np.nanmedian(np.nanmean(R, axis=1)))
-    if not np.isfinite(lam) or lam <= 0:
-        return 0.0
-    return float(poisson.ppf(p, lam * window))
+    lam = lam if np.isfinite(lam) and lam > 0 else 0.0
+    rate = np.maximum(peers_now(R), lam)
+    return np.where(rate > 0, poisson.ppf(p, rate * window), 0.0)
 
 
 def event_scale(R: np.ndarray, window: float, hi: float, floor: float = 0.0) -> np.ndarray:
@@ -619,8 +645,8 @@ def burst_mask(counts: np.ndarray, span: float, alpha: float, step: float) -> np
     Poisson count at its *peers'* background rate explains, family-wise at ``alpha`` per job.
 
     The background of node ``i`` is the pooled rate of the others (leave-one-out, so a culprit's
-    own burst does not raise its bar): their mean count per ``span`` over the steps at which
-    node ``i`` is measured.  The bar is
+    own burst does not raise its bar): their mean count per ``span`` over the job, or their
+    count at the step (:func:`peers_now`) where that is higher.  The bar is
     the Poisson ``1 - alpha / m`` quantile, ``m`` = nodes x spans in the job (Bonferroni over
     every node and every span the job has).  With error-free peers any event passes (the bar is
     0, as before); with sparse benign increments everywhere (~1 per node-hour: a 256-node job
@@ -630,22 +656,18 @@ def burst_mask(counts: np.ndarray, span: float, alpha: float, step: float) -> np
     n, T = counts.shape
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
-        if n > 1:
-            # the others' mean count at the steps the node itself is measured: a node that
-            # began reporting mid-window (a replacement) is held to the peers' rate then,
-            # not to their whole window's, quiet warm-up included (round 16, corpus v13)
-            has = ~np.isnan(counts)
-            total, k = np.nansum(counts, axis=0), has.sum(axis=0)
-            others = (total[None, :] - np.nan_to_num(counts)) / (k[None, :] - has)
-            lam = np.nanmean(np.where(has, others, np.nan), axis=1)
-        else:
-            lam = np.nanmean(counts, axis=1)
-    lam = np.nan_to_num(lam)
+        per = np.nanmean(counts, axis=1)  # each node's mean count per span
+    per = np.nan_to_num(per)
+    lam = (per.sum() - per) / (n - 1) if n > 1 else per
+    # or the peers' count at that very step where it is higher: a counter that ticks with the
+    # traffic on every node is no burst on a node that reported only while the job trained
+    # (round 16, corpus v13, seen)
+    lam = np.maximum(lam[:, None], peers_now(counts))
     spans = max(T * step / span, 1.0)
     q = alpha / (n * spans)
     bar = poisson.isf(q, np.maximum(lam, 0.0))  # largest count the background explains
     bar = np.where(lam > 0, bar, 0.0)
-    return np.nan_to_num(counts) > bar[:, None]
+    return np.nan_to_num(counts) > bar
 
 
 def hardware_xid(X: np.ndarray) -> np.ndarray:
@@ -808,9 +830,15 @@ def event_steps(metric: str, p: Params, step: float) -> int:
     they began.
     """
     k = p.continuity
-    if p.event_continuity and on_events_scale(metric, p):
+    if p.event_continuity and on_events_scale(metric, p) and not fresh_events(metric, p):
         k += p.rate_window
     return max(round(k / step), 1)
+
+
+def fresh_events(metric: str, p: Params) -> bool:
+    """Whether an error counter's continuity completes at a step where it rose
+    (:attr:`Params.fresh_events`) rather than ``rate_window`` later (:func:`event_steps`)."""
+    return p.fresh_events and p.event_continuity and on_events_scale(metric, p)
 
 
 def continuity(c: np.ndarray, k: int, support: np.ndarray | None = None) -> np.ndarray:
@@ -1202,6 +1230,11 @@ def _detect_metric(
     support = None
     if p.step_support and not on_events_scale(metric, p):
         support = dev > p.threshold**2  # measured and far: a lost scrape is not (NaN)
+    elif fresh_events(metric, p):
+        # errors still arriving: the counter rose at this step (:attr:`Params.fresh_events`),
+        # or its absence is the evidence (the series ended, the machine gone)
+        C = aligned.data[metric]
+        support = (dev > p.threshold**2) & (rose_within(C, 1) | np.isnan(C))
     first = continuity(c, k, support)
     if p.recurrence and p.scales and spec_for(metric).recurs:
         far = (dev > p.threshold**2) & ok[None, :] & ~np.isnan(dist)

@@ -1,5 +1,6 @@
 """Round 16 (designed on corpus v13, seen): a node not yet reporting is unknown, not gone; a node
-the job replaced has left it; an error counter's background is the peers' at the same steps."""
+the job replaced has left it; an error counter's background is the peers' at the same step; an
+error counter's continuity completes where errors are still arriving."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ NODES = [f"n{i:02d}" for i in range(9)]
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 TEMP = "DCGM_FI_DEV_GPU_TEMP"
 OOS = "node_infiniband_out_of_sequence_packets_received_total"
+REPLAYS = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
 
 
 def _minutes(a: float, b: float) -> slice:
@@ -61,7 +63,7 @@ def test_a_node_the_job_replaced_has_left_it_and_is_not_faulty() -> None:
     assert "n03" in {f.node for f in off.faulty}
 
 
-def test_an_error_background_is_the_peers_at_the_steps_the_node_is_measured() -> None:
+def test_an_error_background_is_the_peers_at_the_same_step() -> None:
     # every port logs a few out-of-sequence packets a second while the job trains, which it
     # does only from minute 40 (a long restart before); n08, the replacement, reports from
     # minute 40 and logs the same: no burst
@@ -79,3 +81,24 @@ def test_an_error_background_is_the_peers_at_the_steps_the_node_is_measured() ->
     assert np.nanmax(counts[8]) > poisson.isf(0.01 / (9 * 30), others)
     r = detect(Aligned(TIMES, NODES, {OOS: X}, STEP), [OOS], Params())
     assert r.faulty == []
+
+
+def _replays(minutes: float) -> Aligned:
+    """n04's GPU link replays 2 a second from minute 20 for ``minutes`` minutes; no one else."""
+    rate = np.zeros((len(NODES), TIMES.size))
+    rate[4, _minutes(20, 20 + minutes)] = 2.0
+    return Aligned(TIMES, NODES, {REPLAYS: np.cumsum(rate * STEP, axis=1)}, STEP)
+
+
+def test_errors_still_arriving_a_continuity_after_they_began_are_found_then() -> None:
+    a = _replays(30)
+    (f,) = detect(a, [REPLAYS], Params()).faulty
+    assert f.node == "n04" and TIMES[0] + 23.5 * 60 <= f.first_detected <= TIMES[0] + 25 * 60
+    # before round 16: once the trailing rate had outlasted the rate window too, 2 minutes on
+    (g,) = detect(a, [REPLAYS], Params(fresh_events=False)).faulty
+    assert g.first_detected - f.first_detected >= 100
+    # a burst that stopped before the continuity is no fault, either way
+    for fresh in (True, False):
+        assert detect(_replays(3.0), [REPLAYS], Params(fresh_events=fresh)).faulty == []
+    # nor one of 3.5 minutes now, which the trailing rate's extra steps used to let through
+    assert detect(_replays(3.5), [REPLAYS], Params()).faulty == []
