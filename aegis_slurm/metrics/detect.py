@@ -175,6 +175,13 @@ class Params:
     # minutes sooner (round 16, corpus v13, seen: error bursts found 5-6 minutes in); False:
     # as before
     fresh_events: bool = True
+    # a node that stopped reporting for good while another, silent until then, began after it
+    # was *replaced* (:func:`replaced`): reported under ``departed``, not faulty.  Off by
+    # default: a Slurm job's node list is fixed when it starts (a node failure ends or requeues
+    # it), and a node first scraped late (Prometheus' file_sd refresh, an exporter restarted
+    # by the next configuration run) would excuse a machine that died (session-14 review of
+    # round 16).  On for jobs an elastic launcher runs, which swaps nodes (spot instances)
+    replacements: bool = False
     # on the hardware-evidence scales (an error rate, a hardware Xid, a device count, a NIC's
     # pause share; catalog ``HARDWARE_SCALES``) only a node *above* its peers is far from them
     # (:func:`deviation`), as on the latch scale; False: two-sided
@@ -396,8 +403,9 @@ def replaced(aligned: Aligned, k: int) -> dict[int, float]:
     steps before the window's end while another node, silent until then, began reporting
     after it: the job took a replacement (a spot instance reclaimed and a fresh one joined, an
     elastic job swapping a node) -- the job no longer waits on the node that left, whatever
-    became of it (round 16, corpus v13, seen).  A machine that dies under a Slurm job leaves
-    no one joining: its silence stays evidence."""
+    became of it (round 16, corpus v13, seen).  Only with :attr:`Params.replacements`: under
+    Slurm a node first scraped late looks the same, and a machine that died must stay
+    evidence."""
     if not aligned.data:
         return {}
     present = reporting(aligned)
@@ -1563,7 +1571,7 @@ def detect(
                 p = replace(p, warmup=ran, reference_start=ran)
     machine = machine_gone(aligned, p.quorum) if p.machine_absence else None
     k_cont = max(round(p.continuity / aligned.step), 1)
-    swapped = replaced(aligned, k_cont) if p.departure else {}
+    swapped = replaced(aligned, k_cont) if p.departure and p.replacements else {}
     left = None
     if swapped:  # a node replaced is out of the job from its last sample, not gone
         left = np.zeros((len(aligned.nodes), aligned.times.size), bool)

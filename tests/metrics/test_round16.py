@@ -53,14 +53,17 @@ def test_a_node_the_job_replaced_has_left_it_and_is_not_faulty() -> None:
     a = _swap()
     k = round(240 / STEP)
     assert replaced(a, k) == {3: float(TIMES[_minutes(20, 60).start - 1])}
-    r = detect(a, [POWER, TEMP], Params())
+    elastic = Params(replacements=True)  # an elastic launcher's job (spot instances)
+    r = detect(a, [POWER, TEMP], elastic)
     assert r.faulty == [] and set(r.departed) == {"n03"}
     # without the replacement joining, n03's silence is what it was: a machine gone
-    lone = detect(_swap(joins=False), [POWER, TEMP], Params())
+    lone = detect(_swap(joins=False), [POWER, TEMP], elastic)
     assert [f.node for f in lone.faulty] == ["n03"] and lone.departed == {}
-    # departure off: neither rule
-    off = detect(a, [POWER, TEMP], Params(departure=False))
-    assert "n03" in {f.node for f in off.faulty}
+    # by default (a Slurm job, whose node list is fixed) and with departure off: a machine gone
+    for p in (Params(), Params(replacements=True, departure=False)):
+        assert "n03" in {f.node for f in detect(a, [POWER, TEMP], p).faulty}
+    # the newcomer's unscraped minutes are no evidence either way
+    assert "n08" not in {f.node for f in detect(a, [POWER, TEMP], Params()).faulty}
 
 
 def test_an_error_background_is_the_peers_at_the_same_step() -> None:
