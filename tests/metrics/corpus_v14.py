@@ -1096,11 +1096,12 @@ def _evidence(kind: str, spec: dict, c: int, te: float, site: Site) -> list[tupl
             return [("node", te)]
         return [("node_missing", te + spec["hang_lag"])]
     if kind == "local_nvme_slow_writes_ckpt_stretch":
-        return [("node_win", a, z) for a, z in f["slow_ckpt"][c]]
+        # io_time_seconds_total shows it once >= 10 s of the saturated device are in a delta
+        return [("node_win", a + 10.0, z) for a, z in f["slow_ckpt"][c]]
     if kind == "ib_hdr_cable_ber_symbol_errors":
         return [("node", f["bursts"][c][0][0])]
     if kind == "cpu_fan_fail_package_throttle_host":
-        return [("node", te + f["show"])]
+        return [("node", te + f["show"][c])]
     if kind in (
         "gpu_fell_off_bus_xid79_rank_lost",
         "row_remap_event_xid63_no_slowdown",
@@ -1115,13 +1116,13 @@ def _evidence(kind: str, spec: dict, c: int, te: float, site: Site) -> list[tupl
     if kind == "dimm_mapped_out_ckpt_oom_kill":
         return [("node", te)]
     # rate faults: the first sample whose counter delta holds enough of the new rate to show
-    # (>= 1 s of a replay storm or retransmit storm; pause frames at >= 1e3/s after 0.05 s)
+    # (>= 1 s of a replay storm or retransmit storm)
     if kind == "gpu_pcie_replay_storm_riser_v14":
         return [("dcgm", te + 1.0)]
     if kind == "tcpx_data_nic_tcp_retrans_storm":
         return [("node", te + 1.0)]
     if kind == "roce_pfc_pause_storm_tx_host_stall":
-        return [("node", te + 0.05)]
+        return [("node", te + 1.5)]  # >= 1.35 s of pausing (pause_duration in microseconds)
     if kind == "fabric_link_retrain_carrier_flaps_v14":
         return [("node", te)]
     raise ValueError(kind)
@@ -1170,7 +1171,8 @@ def _fault_params(kind: str, site: Site, spec: dict, rng, n: int, cul: list[int]
     elif kind == "cpu_fan_fail_package_throttle_host":
         f["dtemp"] = {c: float(rng.uniform(22, 35)) for c in cul}
         f["tau"] = float(rng.uniform(60, 180))
-        f["show"] = _r5(f["tau"] * 0.5)
+        # first sample >= 5 degC above the node's normal (hwmon reads whole degrees)
+        f["show"] = {c: float(-f["tau"] * np.log(1 - 5.0 / f["dtemp"][c])) for c in cul}
         f["throttle_at"] = {c: _r5(cu[c] + rng.uniform(1.5, 3.0) * f["tau"]) for c in cul}
         f["thr"] = float(rng.uniform(5, 40))
         f["freq"] = float(rng.uniform(0.45, 0.7))
@@ -1182,7 +1184,7 @@ def _fault_params(kind: str, site: Site, spec: dict, rng, n: int, cul: list[int]
             f["slow_ckpt"][c] = [
                 (a, float(_r5(z + (z - a) * f["x"]))) for a, z in spec["ckpt"] if a >= cu[c]
             ]
-        f["read_lat"] = float(rng.uniform(0.05, 0.2))
+        f["read_lat"] = float(rng.uniform(0.02, 0.08))
     elif kind == "gpu_power_limit_stuck_low_one_gpu":
         f["cap"] = {c: float(site.tdp * rng.uniform(0.45, 0.7)) for c in cul}
     elif kind == "roce_pfc_pause_storm_tx_host_stall":
@@ -1209,7 +1211,7 @@ def _fault_params(kind: str, site: Site, spec: dict, rng, n: int, cul: list[int]
             c: float(np.round(site.sm_max * rng.uniform(0.5, 0.78) / 15) * 15) for c in cul
         }
     elif kind == "orphan_process_prev_job_gpu_mem_cpu":
-        f["fb"] = {c: float(site.fb_mib * rng.uniform(0.015, 0.06)) for c in cul}
+        f["fb"] = {c: float(site.fb_mib * rng.uniform(0.03, 0.06)) for c in cul}
         f["cpu"] = {c: float(rng.uniform(4, 24)) for c in cul}
         f["util"] = {c: float(rng.uniform(0.86, 0.96)) for c in cul}
     elif kind == "tcpx_data_nic_tcp_retrans_storm":

@@ -284,12 +284,12 @@ def _v_cpu_fan(j, df, node, on):
     )
     if now.height == 0 or ref.height == 0:
         return False
-    return now["v"][0] - ref["v"].median() >= 6
+    return now["v"][0] - ref["v"].median() >= 3
 
 
 def _v_nvme(j, df, node, on):
     r = _rate_at(df, node, c.DISK_IO, on)
-    return r is not None and r >= 0.8
+    return r is not None and r >= 0.3
 
 
 def _v_power_limit(j, df, node, on):
@@ -328,14 +328,14 @@ def _v_lgc(j, df, node, on):
 
 def _v_orphan(j, df, node, on):
     s = c.SITES[j.site]
-    fb = df.filter(pl.col("metric") == c.FB_USED).group_by("node").agg(pl.col("value").mean())
+    fb = df.filter(pl.col("metric") == c.FB_USED).group_by("node").agg(pl.col("value").median())
     mine = fb.filter(pl.col("node") == node)["value"]
     others = fb.filter(pl.col("node") != node)["value"]
     if mine.len() == 0 or others.len() == 0:
         return False
-    return (
-        mine[0] - others.median() > 0.01 * s.fb_mib
-        and _value_at(df, node, c.FB_USED, on) is not None
+    return mine[0] - others.median() > 0.015 * s.fb_mib and (
+        _value_at(df, node, c.FB_USED, on) is not None
+        or _value_at(df, node, c.CPU_SECONDS, on) is not None
     )
 
 
@@ -356,7 +356,10 @@ def _v_replay(j, df, node, on):
 
 def _v_creep(j, df, node, on):
     t = _per_time(df, node, c.GPU_TEMP, "max")
-    ref = t.filter(pl.col("time") < on - timedelta(seconds=600))
+    u = _per_time(df, node, c.GPU_UTIL, "min").rename({"v": "u"})
+    t = t.join(u, on="time").filter(pl.col("u") >= 90)  # training samples only
+    te = _sec(j, min(j.spec["culprits"].values()))  # the cooling defect's start
+    ref = t.filter((pl.col("time") < te) & (pl.col("time") >= te - timedelta(seconds=150)))
     late = t.filter(pl.col("time") >= on)
     if ref.height == 0 or late.height == 0 or _value_at(df, node, c.GPU_TEMP, on) is None:
         return False
@@ -402,6 +405,7 @@ _VISIBLE = {
 }
 # evidence judged against the node's own history: the sample before the onset cannot show it
 _NO_PREV = (
+    "cpu_fan_fail_package_throttle_host",
     "sm_clock_locked_leftover_lgc",
     "orphan_process_prev_job_gpu_mem_cpu",
     "dimm_mapped_out_ckpt_oom_kill",
