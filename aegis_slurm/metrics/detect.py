@@ -1239,6 +1239,7 @@ def _detect_metric(
     w = max(round(p.window / step), 1)
     if p.shared_links and spec_for(metric).switch_side:
         dev = np.where(shared_onsets(dev > p.threshold**2, w + p.lag), 0.0, dev)
+    far_now = dev > p.threshold**2  # measured and far at the step: a lost scrape is not (NaN)
     dist = window_distance(dev, w)
     warm = aligned.times < aligned.times[0] + p.warmup
     dist[:, warm] = np.nan
@@ -1250,15 +1251,15 @@ def _detect_metric(
     k = event_steps(metric, p, step)
     support = None
     if p.step_support and not on_events_scale(metric, p):
-        support = dev > p.threshold**2  # measured and far: a lost scrape is not (NaN)
+        support = far_now
     elif fresh_events(metric, p):
         # errors still arriving: the counter rose at this step (:attr:`Params.fresh_events`),
         # or its absence is the evidence (the series ended, the machine gone)
         C = aligned.data[metric]
-        support = (dev > p.threshold**2) & (rose_within(C, 1) | np.isnan(C))
+        support = far_now & (rose_within(C, 1) | np.isnan(C))
     first = continuity(c, k, support)
     if p.recurrence and p.scales and spec_for(metric).recurs:
-        far = (dev > p.threshold**2) & ok[None, :] & ~np.isnan(dist)
+        far = far_now & ok[None, :] & ~np.isnan(dist)
         floor = spec_for(metric).episode_floor
         if floor is not None:
             with np.errstate(invalid="ignore"):
@@ -1560,12 +1561,15 @@ def detect(
     local = np.zeros((len(aligned.nodes), aligned.times.size), bool)
     lasting = np.zeros_like(local)
     T = aligned.times.size
+    # steps in a continuity and in a window (the warm-up may change below, these do not)
+    k_cont = max(round(p.continuity / aligned.step), 1)
+    w_steps = max(round(p.window / aligned.step), 1)
     util = utilisation(aligned, p)
     # whether the job runs at its level, per step: only what the membership rules and the
     # automatic reference start read
     needed = util is not None or p.reference_start < 0
     running = job_running(aligned, p) if needed else np.zeros(T, bool)
-    late = late_joins(util, running, aligned.times, max(round(p.continuity / aligned.step), 1))
+    late = late_joins(util, running, aligned.times, k_cont)
     if p.reference_start < 0:
         mid = opens_mid_job(running, aligned.times, 2 * p.window)
         p = replace(p, reference_start=0.0 if mid else p.warmup)
@@ -1576,14 +1580,12 @@ def detect(
         # level the typical one, and the job ran faster before it)
         first = None
         if not mid and p.launch_wait and p.warmup > 0:
-            k = max(round(p.continuity / aligned.step), 1)
-            first = first_run(job_running(aligned, p, at_least=True), k)
+            first = first_run(job_running(aligned, p, at_least=True), k_cont)
         if first is not None:
             ran = float(aligned.times[first] - aligned.times[0])
             if ran > p.warmup:
                 p = replace(p, warmup=ran, reference_start=ran)
     machine = machine_gone(aligned, p.quorum) if p.machine_absence else None
-    k_cont = max(round(p.continuity / aligned.step), 1)
     swapped = replaced(aligned, k_cont) if p.departure and p.replacements else {}
     left = None
     if swapped:  # a node replaced is out of the job from its last sample, not gone
@@ -1600,7 +1602,7 @@ def detect(
     if machine is not None and p.shared_links:
         # several machines silent from the same minute, and back, are the path between them
         # and Prometheus (a management switch reloading), not each machine
-        machine &= ~shared_onsets(machine, max(round(p.window / aligned.step), 1) + p.lag)
+        machine &= ~shared_onsets(machine, w_steps + p.lag)
     for m in metrics:
         ref = None
         if offsets is not None and p.baseline > 0:
@@ -1619,8 +1621,7 @@ def detect(
         # save does -- a process the previous job left behind does (session-13 review)
         if spec_for(m).evidence == "local":
             if p.measured_evidence:
-                w = max(round(p.window / aligned.step), 1)
-                c = measured_support(c, aligned.data[m], w)
+                c = measured_support(c, aligned.data[m], w_steps)
             if not job_can_cause(m):
                 local |= c
             elif p.lasting_support:
@@ -1633,8 +1634,7 @@ def detect(
         for g in gone.values():  # nor is a node the job replaced
             g[list(swapped)] = False
         if p.measured_evidence:
-            k = max(round(p.continuity / aligned.step), 1)
-            gone = {src: sustained(g, k) for src, g in gone.items()}
+            gone = {src: sustained(g, k_cont) for src, g in gone.items()}
         for m in metrics:
             spec = spec_for(m)
             if spec.evidence != "coupled":
@@ -1654,7 +1654,7 @@ def detect(
     }
     if left is not None:  # from its last sample a replaced node is out of the job
         out_of_job |= left
-    held = sustained(out_of_job, max(round(p.window / aligned.step), 1))
+    held = sustained(out_of_job, w_steps)
     best: dict[str, Finding] = {}
     for m in metrics:
         per_metric[m] = [
@@ -1667,8 +1667,7 @@ def detect(
                 best[f.node] = f
     coll: dict[str, tuple[float, str]] = {}
     if p.collateral and util is not None:
-        k = max(round(p.window / aligned.step), 1)
-        idle = idle_since(util, aligned.times, k)
+        idle = idle_since(util, aligned.times, w_steps)
         idle_at = {aligned.nodes[i]: float(t) for i, t in enumerate(idle) if np.isfinite(t)}
         coll = collateral_of(best, per_metric, idle_at, p)
     faulty = sorted(

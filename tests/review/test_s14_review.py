@@ -77,11 +77,9 @@ from aegis_slurm.metrics.catalog import (
     job_can_cause,
     spec_for,
 )
-from aegis_slurm.metrics.config import MinderConfig, WatchConfig
 from aegis_slurm.metrics.detect import Params, Result, detect
 from aegis_slurm.metrics.prometheus import fetch_job
-from aegis_slurm.metrics.slurmjob import JobWindow
-from aegis_slurm.metrics.watch import run_pass
+from review.passes import watch_actions
 
 STEP = 15.0
 MIN = 60.0
@@ -201,16 +199,7 @@ def _watch(prom, job: str, passes: list[float], jid: str) -> dict[str, list[str]
     the job's start), one state file throughout: node -> the actions it got, in order."""
     url, jobs = prom
     nodes, t, _ = jobs[job]
-    cfg = MinderConfig(watch=WatchConfig(drain=False, syslog=False))
-    state: dict = {}
-    got: dict[str, list[str]] = {}
-    for m in passes:
-        now = t + m * MIN
-        rep = run_pass(cfg, url, [JobWindow(jid, nodes, t, now)], now, state)
-        assert rep.jobs_checked == 1 and rep.prometheus_ok, rep.errors
-        for inc in rep.new:
-            got.setdefault(inc["node"], []).append(inc["action"])
-    return got
+    return watch_actions(url, nodes, t, passes, jid)
 
 
 def _minder(prom, job: str, params: Params | None = None) -> Result:

@@ -1,0 +1,27 @@
+"""``minder watch`` passes over one job, for the reviews that check what watch would do."""
+
+from __future__ import annotations
+
+from aegis_slurm.metrics.config import MinderConfig, WatchConfig
+from aegis_slurm.metrics.slurmjob import JobWindow
+from aegis_slurm.metrics.watch import run_pass
+
+MIN = 60.0
+
+
+def watch_actions(
+    url: str, nodes: list[str], start: float, passes: list[float], jid: str
+) -> dict[str, list[str]]:
+    """The real ``run_pass`` (drain = false, no syslog) over the job at each time of ``passes``
+    (minutes from ``start``), one state throughout: node -> the actions it got, in order (a
+    finding watch *would* drain shows as the bare action ``"alert"``)."""
+    cfg = MinderConfig(watch=WatchConfig(drain=False, syslog=False))
+    state: dict = {}
+    got: dict[str, list[str]] = {}
+    for m in passes:
+        now = start + m * MIN
+        rep = run_pass(cfg, url, [JobWindow(jid, nodes, start, now)], now, state)
+        assert rep.jobs_checked == 1 and rep.prometheus_ok, rep.errors
+        for inc in rep.new:
+            got.setdefault(inc["node"], []).append(inc["action"])
+    return got
