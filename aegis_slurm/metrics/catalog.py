@@ -94,6 +94,14 @@ class MetricSpec:
     #: one such sample is a fifth of a one-minute range, a brake on for half of it is not a
     #: clock change (session-14 review)
     episode_floor: float | None = None
+    #: the largest share of the peers' level a node's reference may hold it *below* them while
+    #: its GPUs work as hard as theirs (None: any offset is the node's normal).  Same-SKU GPUs
+    #: differ in clock under load by 8 % on average and 22 % at most (Sinha et al., "Not All
+    #: GPUs Are Created Equal", SC'22); a busy node's slowest GPU clocked further below its
+    #: peers' from its first sample is clocks locked or a P-state stuck -- set before the job,
+    #: not silicon (round 17, designed on corpus v14, seen:
+    #: :func:`~aegis_slurm.metrics.detect.bounded_offsets`)
+    offset_bound: float | None = None
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -273,13 +281,13 @@ _NIC_SPEED_EXPR = "clamp_min(last_over_time({sel}[{lookback}s]), 0)"
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
     MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700, evidence="coupled"),
-    MetricSpec("DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100),
+    MetricSpec("DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100, offset_bound=0.25),
     # Round 12: the slowest GPU memory clock (DCGM field 101, in dcgm-exporter's default CSV).
     # Under load a data-centre GPU holds its memory at the P-state's one clock; a GPU left in a
     # lower P-state after a transient (or an HBM throttling itself) runs its memory at half
     # speed while its SM clock looks normal, and the job waits on it.  Range: HBM3e tops out
     # near 4 GHz; GDDR7 cards run 14 GHz and widen it from the data
-    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000),
+    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000, offset_bound=0.25),
     MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
     MetricSpec(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job", evidence="coupled"
@@ -463,6 +471,23 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # summed): the host cannot take in what its NICs deliver (IRQs collapsed onto one CPU, a
     # softirq storm) -- its own state; NCCL over TCP sockets loses throughput to it
     MetricSpec("node_softnet_dropped_total", "node", "counter", "sum", 0, 1e4, "events"),
+    # TCP segments the host retransmitted (netstat collector, in its default field list): where
+    # collectives run over TCP (GPUDirect-TCPX/TCPXO, NCCL's socket transport) a NIC or path
+    # that drops makes its host retransmit thousands a second while its peers' stay near
+    # nothing.  Floor 100 a second: a busy host's background (frontend traffic, object-store
+    # uploads) is no evidence (a GUESS).  A rank uploading checkpoints over a lossy frontend
+    # path retransmits on its own too: reported, never a reason to drain (round 17, designed
+    # on corpus v14, seen)
+    MetricSpec(
+        "node_netstat_Tcp_RetransSegs",
+        "node",
+        "counter",
+        "sum",
+        100,
+        1e5,
+        "events",
+        job_can_cause="retransmits may be the job's own uploads over a lossy frontend path",
+    ),
     # RDMA packets an HCA received out of sequence (mlx5 hw_counters, node_exporter >= 1.11):
     # on a lossless fabric none; a port whose PFC/trust configuration was lost drops at its own
     # last hop and receives the gaps (go-back-N) -- the receiving machine's link, where the
@@ -615,6 +640,11 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "dcgm", "counter", "sum", 0, 0.05, "latch"
     ),
     MetricSpec("DCGM_FI_DEV_RETIRED_DBE", "dcgm", "counter", "sum", 0, 0.05, "latch"),
+    # corrected (single-bit) errors since the driver loaded (listed commented out in the
+    # default CSV): each is handled, a rate climbing far above its peers' is a memory wearing
+    # out -- NVIDIA's Xid 92 "high single-bit ECC error rate" -- as the host's corrected
+    # errors arriving in a burst are a DIMM failing (round 17, designed on corpora v13/v14)
+    MetricSpec("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "dcgm", "counter", "sum", 0, 100, "events"),
     MetricSpec("DCGM_FI_DEV_ROW_REMAP_FAILURE", "dcgm", "gauge", "max", 0, 1, hardware=True),
     # Round 10: NVLink 5's own link counters (Blackwell; DCGM fields 1212-1214 and 1219,
     # "NVLink5+ only. Returns aggregate value across all links"; a site lists them in its

@@ -186,6 +186,9 @@ class Params:
     # pause share; catalog ``HARDWARE_SCALES``) only a node *above* its peers is far from them
     # (:func:`deviation`), as on the latch scale; False: two-sided
     one_sided_evidence: bool = True
+    # a busy node's reference holds it below its peers by no more than the catalog's
+    # ``offset_bound`` (clocks: beyond it a lock or a stuck P-state, :func:`bounded_offsets`)
+    bounded_offsets: bool = True
 
 
 @dataclass(frozen=True)
@@ -481,6 +484,45 @@ def reference_offsets(
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         return stat(D, axis=1), float(np.nanmedian(med))
+
+
+def bounded_offsets(
+    off: np.ndarray, level: float, bound: float, busy: np.ndarray | None
+) -> np.ndarray:
+    """``off`` (:func:`reference_offsets`) where a node's offset is a hardware offset; NaN (judged
+    uncorrected, :func:`corrected`) where it holds the node more than ``bound`` of the peers'
+    ``level`` below them while its GPUs work as hard as theirs (``busy``, per node; None: no
+    utilisation to tell, every offset stands).  A GPU idle by design clocks at its floor, its
+    own normal; a busy one whose clock sits that far under its peers' from its first sample
+    had its clocks locked or a P-state stuck before the job (corpus v14, seen: SM clocks locked
+    at 53-70 % of the peers' by an ``nvidia-smi -lgc`` left behind, the node's "normal")."""
+    if busy is None or not np.isfinite(level) or level <= 0:
+        return off
+    with np.errstate(invalid="ignore"):
+        beyond = busy & (off < -bound * level)
+    return np.where(beyond, np.nan, off)
+
+
+def busy_nodes(
+    aligned: Aligned,
+    p: Params,
+    share: float,
+    start: float,
+    span: float,
+    ignore: np.ndarray | None = None,
+    late: np.ndarray | None = None,
+    join_until: float | None = None,
+) -> np.ndarray | None:
+    """Per node, whether its least busy GPU worked within ``share`` of its peers' level over the
+    reference span (:func:`node_reference` of :data:`UTILISATION`); None without utilisation."""
+    if UTILISATION not in aligned.data:
+        return None
+    U = series(aligned, UTILISATION, p)
+    (off, level), _ = node_reference(
+        U, aligned.times, UTILISATION, p, start, span, ignore, late, join_until
+    )
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(off) & (off >= -share * level)
 
 
 def reference_statistic(metric: str, p: Params) -> str | None:
@@ -1130,19 +1172,16 @@ def prepare(
     """
     X = series(aligned, metric, p)
     since = None
-    if ref is None and p.baseline > 0:
-        ref, since = node_reference(
-            X,
-            aligned.times,
-            metric,
-            p,
-            aligned.times[0] + (p.warmup if p.reference_start < 0 else p.reference_start),
-            p.baseline,
-            ignore,
-            late,
-            aligned.times[0] + p.warmup + p.baseline,
-        )
     spec = spec_for(metric)
+    if ref is None and p.baseline > 0:
+        start = aligned.times[0] + (p.warmup if p.reference_start < 0 else p.reference_start)
+        until = aligned.times[0] + p.warmup + p.baseline
+        ref, since = node_reference(
+            X, aligned.times, metric, p, start, p.baseline, ignore, late, until
+        )
+        if p.bounded_offsets and p.scales and spec.offset_bound is not None:
+            busy = busy_nodes(aligned, p, spec.offset_bound, start, p.baseline, ignore, late, until)
+            ref = (bounded_offsets(ref[0], ref[1], spec.offset_bound, busy), ref[1])
     # an error counter's rate is never a node's normal (``event_reference``); a latch counts
     # from the window's first sample, so it has none to remove -- an event inside the
     # reference span would otherwise be taken for the node's normal
@@ -1689,6 +1728,10 @@ def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, 
             continue
         X = series(aligned, m, p)
         (off, level), _ = node_reference(X, aligned.times, m, p, aligned.times[0], np.inf)
+        bound = spec_for(m).offset_bound
+        if p.bounded_offsets and p.scales and bound is not None:
+            busy = busy_nodes(aligned, p, bound, aligned.times[0], np.inf)
+            off = bounded_offsets(off, level, bound, busy)
         out[m] = {
             "level": float(f"{level:.6g}") if np.isfinite(level) else None,
             # 6 significant digits: a 1,024-node job's reference stays ~300 kB in the state file

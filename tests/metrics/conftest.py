@@ -63,6 +63,7 @@ EXTRA = {
     "node_edac_correctable_errors_total": 3.0,
     "node_edac_uncorrectable_errors_total": 0.0,
     "node_softnet_dropped_total": 41.0,
+    "node_netstat_Tcp_RetransSegs": 227.0,
     "node_infiniband_out_of_sequence_packets_received_total": 0.0,
     "DCGM_FI_DEV_PCIE_LINK_WIDTH": 16.0,
     "DCGM_FI_DEV_PCIE_LINK_GEN": 5.0,
@@ -78,6 +79,7 @@ EXTRA = {
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": 0.0,
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 0.0,
     "DCGM_FI_DEV_RETIRED_DBE": 0.0,
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": 4.0,
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0.0,
     # round 10: NVLink 5's counters (a healthy link's FEC repairs some symbol errors)
     "DCGM_FI_DEV_NVLINK_RX_SYMBOL_ERROR_TOTAL": 4000.0,

@@ -43,10 +43,15 @@ NOT_IN_DEFAULT_CSV = {
 
 
 #: listed in the shipped CSV commented out, as the NVLink error counters are: a site enables them
-OPT_IN = {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_RETIRED_DBE"}
+OPT_IN = {
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_RETIRED_DBE",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+}
 
-#: node_exporter exposes /proc/vmstat fields untyped; oom_kill is a count since boot
-UNTYPED_COUNTERS = {"node_vmstat_oom_kill"}
+#: node_exporter exposes /proc/vmstat and /proc/net/snmp fields untyped; oom_kill and TCP's
+#: retransmitted segments are counts since boot
+UNTYPED_COUNTERS = {"node_vmstat_oom_kill", "node_netstat_Tcp_RetransSegs"}
 
 
 def dcgm_types() -> dict[str, str]:

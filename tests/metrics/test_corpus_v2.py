@@ -37,6 +37,7 @@ NOT_IN_V2 = {
     "node_edac_correctable_errors_total",
     "node_edac_uncorrectable_errors_total",
     "node_softnet_dropped_total",
+    "node_netstat_Tcp_RetransSegs",
     "node_infiniband_out_of_sequence_packets_received_total",
     # round 9: local error counters and states no corpus was read for
     "node_network_transmit_errs_total",
@@ -50,6 +51,7 @@ NOT_IN_V2 = {
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
     "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
     "DCGM_FI_DEV_RETIRED_DBE",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
     "DCGM_FI_DEV_ROW_REMAP_FAILURE",
     # round 10: NVLink 5's counters and the clock source
     "node_time_clocksource_current_info",
