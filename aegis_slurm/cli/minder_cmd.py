@@ -172,6 +172,7 @@ def detect_cmd(
         click.echo(
             f"FAULTY {f['node']}  since {f['first_detected']}  {f['metric']}  {f['score']}"
             + (f"  ({f['job_can_cause']}: not a machine verdict)" if f["job_can_cause"] else "")
+            + (f"  ({f['caveat']}: not a drain reason)" if f["caveat"] else "")
         )
     for d in doc["departed"]:
         click.echo(f"LEFT   {d['node']}  at {d['at']}  (the job ran on without it; not a fault)")

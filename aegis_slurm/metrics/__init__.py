@@ -76,11 +76,14 @@ def analyse(
 def to_json(result: Result) -> dict[str, Any]:
     """The stable ``--json`` contract.
 
-    ``{"faulty": [{"node", "first_detected", "metric", "score", "job_can_cause"}, ...],
+    ``{"faulty": [{"node", "first_detected", "metric", "score", "job_can_cause", "caveat"},
+    ...],
     "windows": int, "departed": [{"node", "at"}, ...], "collateral": [{"node", "at", "with"},
     ...]}``: ``job_can_cause`` is null, or why the job itself may have moved that metric (an
     OOM kill, an I/O stall: catalog ``job_can_cause``) -- a finding to read, not a machine
-    verdict;
+    verdict; ``caveat`` is null, or why the machine's own finding is still no reason to drain
+    (corrected memory errors; clocks held far under the peers', which another GPU model in the
+    job would show too);
     ``departed`` names the nodes that left the job while it ran on at its level (an elastic job
     releasing them), ``collateral`` those whose GPUs went idle together with another node's
     hardware fault (``with``) and show nothing of their own; neither are faults.
@@ -93,6 +96,7 @@ def to_json(result: Result) -> dict[str, Any]:
                 "metric": f.metric,
                 "score": round(float(f.score), 4),
                 "job_can_cause": job_can_cause(f.metric),
+                "caveat": f.caveat,
             }
             for f in result.faulty
         ],

@@ -100,8 +100,15 @@ class MetricSpec:
     #: GPUs Are Created Equal", SC'22); a busy node's slowest GPU clocked further below its
     #: peers' from its first sample is clocks locked or a P-state stuck -- set before the job,
     #: not silicon (round 17, designed on corpus v14, seen:
-    #: :func:`~aegis_slurm.metrics.detect.bounded_offsets`)
+    #: :func:`~aegis_slurm.metrics.detect.bounded_offsets`) -- or another GPU model in the job,
+    #: which is why such a finding is alerted, never drained.  The SM clock only: models mixed
+    #: in one partition share it within 11 % (H100 SXM5 1,980 / PCIe 1,755 MHz; A100 40 and
+    #: 80 GB both 1,410) where their memory clocks differ by 24-39 % (HBM2 / HBM2e / HBM3: the
+    #: review of round 17 found an H100 PCIe node among SXM5 nodes "locked")
     offset_bound: float | None = None
+    #: why a finding on it, the machine's own, is still no reason to drain (None: it is): the
+    #: hardware handled what it counts -- reported with this caveat, alerted, never drained
+    caveat: str | None = None
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -287,7 +294,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # lower P-state after a transient (or an HBM throttling itself) runs its memory at half
     # speed while its SM clock looks normal, and the job waits on it.  Range: HBM3e tops out
     # near 4 GHz; GDDR7 cards run 14 GHz and widen it from the data
-    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000, offset_bound=0.25),
+    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000),
     MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
     MetricSpec(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job", evidence="coupled"
@@ -474,10 +481,12 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # TCP segments the host retransmitted (netstat collector, in its default field list): where
     # collectives run over TCP (GPUDirect-TCPX/TCPXO, NCCL's socket transport) a NIC or path
     # that drops makes its host retransmit thousands a second while its peers' stay near
-    # nothing.  Floor 100 a second: a busy host's background (frontend traffic, object-store
-    # uploads) is no evidence (a GUESS).  A rank uploading checkpoints over a lossy frontend
-    # path retransmits on its own too: reported, never a reason to drain (round 17, designed
-    # on corpus v14, seen)
+    # nothing.  Scale: decades from 100 a second (a busy host's background -- frontend
+    # traffic, object-store uploads -- a GUESS) to 1e5: how many *times* its peers' rate a node
+    # retransmits, as for pause (the review of round 17: on the events scale a Poisson bar of
+    # a rate in the hundreds is a few percent above it, and a node 5 % busier was found).  A
+    # rank uploading checkpoints over a lossy frontend path retransmits on its own too:
+    # reported, never a reason to drain (round 17, designed on corpus v14, seen)
     MetricSpec(
         "node_netstat_Tcp_RetransSegs",
         "node",
@@ -485,7 +494,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         "sum",
         100,
         1e5,
-        "events",
+        "decades",
         job_can_cause="retransmits may be the job's own uploads over a lossy frontend path",
     ),
     # RDMA packets an HCA received out of sequence (mlx5 hw_counters, node_exporter >= 1.11):
@@ -643,8 +652,20 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # corrected (single-bit) errors since the driver loaded (listed commented out in the
     # default CSV): each is handled, a rate climbing far above its peers' is a memory wearing
     # out -- NVIDIA's Xid 92 "high single-bit ECC error rate" -- as the host's corrected
-    # errors arriving in a burst are a DIMM failing (round 17, designed on corpora v13/v14)
-    MetricSpec("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "dcgm", "counter", "sum", 0, 100, "events"),
+    # errors arriving in a burst are a DIMM failing (round 17, designed on corpora v13/v14).
+    # The ECC corrected each: alerted, never drained (the review of round 17: a steady trickle
+    # was drained); a row remap, Xid 63/64/92 or a double-bit error is the verdict.  A site
+    # whose GPUs tick steadily sets its floor (``[detector.floors]``)
+    MetricSpec(
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "dcgm",
+        "counter",
+        "sum",
+        0,
+        100,
+        "events",
+        caveat="the ECC corrected every one: a memory to watch, not a drain",
+    ),
     MetricSpec("DCGM_FI_DEV_ROW_REMAP_FAILURE", "dcgm", "gauge", "max", 0, 1, hardware=True),
     # Round 10: NVLink 5's own link counters (Blackwell; DCGM fields 1212-1214 and 1219,
     # "NVLink5+ only. Returns aggregate value across all links"; a site lists them in its
@@ -851,6 +872,11 @@ def spec_for(name: str) -> MetricSpec:
         return BY_NAME[name]
     kind = "counter" if is_counter_name(name) else "gauge"
     return MetricSpec(name, "dcgm" if name.startswith("DCGM_") else "node", kind, "avg")
+
+
+def caveat(name: str) -> str | None:
+    """Why a finding on this metric is alerted and never drained (:attr:`MetricSpec.caveat`)."""
+    return spec_for(name).caveat
 
 
 def job_can_cause(name: str) -> str | None:

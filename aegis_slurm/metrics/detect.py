@@ -22,6 +22,7 @@ from aegis_slurm.metrics.catalog import (
     FLAP_WINDOW,
     HARDWARE_SCALES,
     HARDWARE_XIDS,
+    caveat,
     is_hardware,
     job_can_cause,
     spec_for,
@@ -197,6 +198,9 @@ class Finding:
     metric: str
     first_detected: float  # epoch seconds: when the continuity threshold was reached
     score: float  # the largest window distance in the run that triggered
+    #: why the finding, the machine's own, is alerted and never drained (None: it may be):
+    #: catalog ``caveat``, or the reference bound's (:data:`BOUND_CAVEAT`)
+    caveat: str | None = None
 
 
 @dataclass
@@ -484,6 +488,14 @@ def reference_offsets(
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         return stat(D, axis=1), float(np.nanmedian(med))
+
+
+#: why a node judged without its reference offset by the bound (:func:`bounded_offsets`) is
+#: alerted, never drained: a GPU model slower than its peers' reads the same as a lock
+BOUND_CAVEAT = (
+    "clocks held under its peers' beyond silicon variation while as busy: locked clocks, a "
+    "stuck P-state or another GPU model"
+)
 
 
 def bounded_offsets(
@@ -1155,6 +1167,29 @@ def node_reference(
     return reference_offsets(X, times, start, span, joined, steady, best), joined
 
 
+def window_reference(
+    aligned: Aligned,
+    X: np.ndarray,
+    metric: str,
+    p: Params,
+    ignore: np.ndarray | None = None,
+    late: np.ndarray | None = None,
+) -> tuple[tuple[np.ndarray, float], np.ndarray, np.ndarray]:
+    """The nodes' reference taken from the window itself (``p.baseline`` seconds after the
+    warm-up, :func:`node_reference`), bounded where the catalog says (:func:`bounded_offsets`);
+    when each node joined; and which nodes the bound left without an offset."""
+    start = aligned.times[0] + (p.warmup if p.reference_start < 0 else p.reference_start)
+    until = aligned.times[0] + p.warmup + p.baseline
+    ref, since = node_reference(X, aligned.times, metric, p, start, p.baseline, ignore, late, until)
+    off, beyond = ref[0], np.zeros(len(aligned.nodes), bool)
+    bound = spec_for(metric).offset_bound
+    if p.bounded_offsets and p.scales and bound is not None:
+        busy = busy_nodes(aligned, p, bound, start, p.baseline, ignore, late, until)
+        off = bounded_offsets(ref[0], ref[1], bound, busy)
+        beyond = np.isnan(off) & ~np.isnan(ref[0])
+    return (off, ref[1]), since, beyond
+
+
 def prepare(
     aligned: Aligned,
     metric: str,
@@ -1174,14 +1209,7 @@ def prepare(
     since = None
     spec = spec_for(metric)
     if ref is None and p.baseline > 0:
-        start = aligned.times[0] + (p.warmup if p.reference_start < 0 else p.reference_start)
-        until = aligned.times[0] + p.warmup + p.baseline
-        ref, since = node_reference(
-            X, aligned.times, metric, p, start, p.baseline, ignore, late, until
-        )
-        if p.bounded_offsets and p.scales and spec.offset_bound is not None:
-            busy = busy_nodes(aligned, p, spec.offset_bound, start, p.baseline, ignore, late, until)
-            ref = (bounded_offsets(ref[0], ref[1], spec.offset_bound, busy), ref[1])
+        ref, since, _ = window_reference(aligned, X, metric, p, ignore, late)
     # an error counter's rate is never a node's normal (``event_reference``); a latch counts
     # from the window's first sample, so it has none to remove -- an event inside the
     # reference span would otherwise be taken for the node's normal
@@ -1652,6 +1680,7 @@ def detect(
                 float(r.get("level", np.nan)),
             )
         found, n, c = _detect_metric(aligned, m, p, never.get(m), ref, late, machine, left)
+        found = with_caveats(found, aligned, m, p, offsets, never.get(m), late)
         windows = max(windows, n)
         per_metric[m] = found
         # what the job can cause on its node by itself (a checkpoint writer's I/O stall) says
@@ -1715,10 +1744,40 @@ def detect(
     return Result(faulty, windows, per_metric, departed, coll)
 
 
+def with_caveats(
+    found: list[Finding],
+    aligned: Aligned,
+    metric: str,
+    p: Params,
+    offsets: dict[str, dict] | None,
+    ignore: np.ndarray | None = None,
+    late: np.ndarray | None = None,
+) -> list[Finding]:
+    """The metric's findings with their caveats (:attr:`Finding.caveat`): the catalog's, and
+    the bound's for a node judged without its offset because of it -- read from the stored
+    reference (``offsets``, its ``"beyond"``) or taken as :func:`prepare` took it."""
+    if not found:
+        return found
+    why = caveat(metric)
+    if why is None and p.bounded_offsets and p.scales and spec_for(metric).offset_bound:
+        if offsets is not None and p.baseline > 0:
+            beyond = set((offsets.get(metric) or {}).get("beyond", []))
+        elif p.baseline > 0:
+            X = series(aligned, metric, p)
+            mask = window_reference(aligned, X, metric, p, ignore, late)[2]
+            beyond = {n for n, b in zip(aligned.nodes, mask, strict=True) if b}
+        else:
+            beyond = set()
+        return [replace(f, caveat=BOUND_CAVEAT) if f.node in beyond else f for f in found]
+    return [replace(f, caveat=why) for f in found] if why else found
+
+
 def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, dict]:
     """Each node's reference per metric, from a window that *is* the reference span (``watch``
     queries the job's ``[start + warmup, start + warmup + baseline]`` once per job):
-    ``{metric: {"level": peers' level, "offsets": {node: offset}}}``, JSON-ready.
+    ``{metric: {"level": peers' level, "offsets": {node: offset}, "beyond": [node, ...]}}``,
+    JSON-ready (``beyond``, where any: the nodes the bound left without an offset,
+    :func:`bounded_offsets`).
 
     Nodes without a sample in it are left out (judged uncorrected).
     """
@@ -1729,9 +1788,13 @@ def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, 
         X = series(aligned, m, p)
         (off, level), _ = node_reference(X, aligned.times, m, p, aligned.times[0], np.inf)
         bound = spec_for(m).offset_bound
+        beyond: list[str] = []
         if p.bounded_offsets and p.scales and bound is not None:
             busy = busy_nodes(aligned, p, bound, aligned.times[0], np.inf)
-            off = bounded_offsets(off, level, bound, busy)
+            kept = bounded_offsets(off, level, bound, busy)
+            dropped = np.isnan(kept) & ~np.isnan(off)
+            beyond = [n for n, b in zip(aligned.nodes, dropped, strict=True) if b]
+            off = kept
         out[m] = {
             "level": float(f"{level:.6g}") if np.isfinite(level) else None,
             # 6 significant digits: a 1,024-node job's reference stays ~300 kB in the state file
@@ -1741,6 +1804,8 @@ def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, 
                 if np.isfinite(v)
             },
         }
+        if beyond:
+            out[m]["beyond"] = beyond
     return out
 
 

@@ -264,6 +264,7 @@ def run_pass(
             # an alert on a shared cause, once the node is the one still found (session 13)
             if prev is not None and not (
                 (prev.get("job_can_cause") and not job_can_cause(f.metric))
+                or (prev.get("caveat") and not f.caveat and not job_can_cause(f.metric))
                 or (prev.get("shared_with") and key not in together)
             ):
                 continue
@@ -296,6 +297,11 @@ def run_pass(
                 # blame the node for the job
                 inc["action"] = f"alert ({reason}: not drained)"
                 inc["job_can_cause"] = reason  # as minder --json says it
+            elif f.caveat:
+                # the machine's own, but no verdict: corrected errors, or clocks held far under
+                # the peers' -- a lock, or another GPU model in the job (review of round 17)
+                inc["action"] = f"alert ({f.caveat}: not drained)"
+                inc["caveat"] = f.caveat
             elif no_ref or (
                 offsets is not None
                 and f.node not in (offsets.get(f.metric) or {}).get("offsets", {})

@@ -34,9 +34,10 @@ def test_json_contract_names_the_culprit(files: dict) -> None:
     doc = json.loads(r.stdout)
     assert set(doc) == {"faulty", "windows", "departed", "collateral"} and doc["windows"] > 100
     (f,) = doc["faulty"]
-    # the issue's four keys, and session 12's additive one (a PCIe fault: no job cause)
-    assert set(f) == {"node", "first_detected", "metric", "score", "job_can_cause"}
-    assert f["job_can_cause"] is None
+    # the issue's four keys, and session 12's and 15's additive ones (a PCIe fault: no job
+    # cause, a drain reason)
+    assert set(f) == {"node", "first_detected", "metric", "score", "job_can_cause", "caveat"}
+    assert f["job_can_cause"] is None and f["caveat"] is None
     assert f["node"] == files["bad"].node
     assert f["metric"] in ("DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER")
     assert f["first_detected"].endswith("Z") and isinstance(f["score"], float)

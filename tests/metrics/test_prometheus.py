@@ -71,7 +71,7 @@ def test_cli_contract_over_prometheus(prom_job: PromJob) -> None:
     doc = json.loads(r.output)
     assert set(doc) == {"faulty", "windows", "departed", "collateral"}
     assert [set(f) for f in doc["faulty"]] == [
-        {"node", "first_detected", "metric", "score", "job_can_cause"}
+        {"node", "first_detected", "metric", "score", "job_can_cause", "caveat"}
     ]
     assert doc["faulty"][0]["node"] == prom_job.truth.node
     assert doc["faulty"][0]["first_detected"].endswith("Z")
