@@ -109,6 +109,12 @@ class MetricSpec:
     #: why a finding on it, the machine's own, is still no reason to drain (None: it is): the
     #: hardware handled what it counts -- reported with this caveat, alerted, never drained
     caveat: str | None = None
+    #: the side of its peers a fault puts a node on, for a physical reading whose other side is
+    #: no machine's fault (None: both are): ``"low"`` -- memory available above the peers' is
+    #: memory a rank's phase freed, never a machine short of it; a GPU clocked above its peers'
+    #: is the one they are not throttling (a pair has no majority: two-sided, its clean node is
+    #: as far from the pair's mean as its locked or stuck one, and both are "candidates")
+    fault_side: str | None = None
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -288,13 +294,15 @@ _NIC_SPEED_EXPR = "clamp_min(last_over_time({sel}[{lookback}s]), 0)"
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
     MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700, evidence="coupled"),
-    MetricSpec("DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100, offset_bound=0.25),
+    MetricSpec(
+        "DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100, offset_bound=0.25, fault_side="low"
+    ),
     # Round 12: the slowest GPU memory clock (DCGM field 101, in dcgm-exporter's default CSV).
     # Under load a data-centre GPU holds its memory at the P-state's one clock; a GPU left in a
     # lower P-state after a transient (or an HBM throttling itself) runs its memory at half
     # speed while its SM clock looks normal, and the job waits on it.  Range: HBM3e tops out
     # near 4 GHz; GDDR7 cards run 14 GHz and widen it from the data
-    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000),
+    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000, fault_side="low"),
     MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
     MetricSpec(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job", evidence="coupled"
@@ -402,7 +410,9 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         ("node_infiniband_port_data_received_bytes_total", "{sel}"),
     ),
     # memory the kernel can still give: a leak outside the job or a lost DIMM -- but also rank
-    # 0 gathering a full optimizer state in host memory to save it (session-13 review)
+    # 0 gathering a full optimizer state in host memory to save it (session-13 review).  Only
+    # *less* than the peers' is a machine's fault: rank 0 evaluating alone while its peers wait
+    # frees host memory they hold (round 18, designed on corpus v15, seen)
     MetricSpec(
         "node_memory_MemAvailable_bytes",
         "node",
@@ -411,6 +421,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         0,
         2e12,
         job_can_cause="a memory drop may be the job's own use (a rank gathering state)",
+        fault_side="low",
     ),
     # NVLink's own error counters, summed over the node's GPUs: in dcgm-exporter's default
     # counters CSV but commented out, so present where a site enables them.  A degraded link

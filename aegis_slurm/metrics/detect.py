@@ -185,7 +185,8 @@ class Params:
     replacements: bool = False
     # on the hardware-evidence scales (an error rate, a hardware Xid, a device count, a NIC's
     # pause share; catalog ``HARDWARE_SCALES``) only a node *above* its peers is far from them
-    # (:func:`deviation`), as on the latch scale; False: two-sided
+    # (:func:`deviation`), as on the latch scale, and a reading with a catalog ``fault_side``
+    # only on that side (round 18); False: two-sided
     one_sided_evidence: bool = True
     # a busy node's reference holds it below its peers by no more than the catalog's
     # ``offset_bound`` (clocks: beyond it a lock or a stuck P-state, :func:`bounded_offsets`)
@@ -1262,6 +1263,12 @@ def deviation(
             gap = N - peer_median(N)[None, :]
             well = gap >= 0 if healthy == "max" else gap <= 0
             d = np.where(well & ~np.isnan(d), 0.0, d)
+        elif p.one_sided_evidence and p.scales and spec_for(metric).fault_side:
+            # a physical reading whose other side is no machine's fault (catalog
+            # ``fault_side``: rank 0 evaluating alone frees host memory its peers hold)
+            gap = N - peer_median(N)[None, :]
+            benign = gap >= 0 if spec_for(metric).fault_side == "low" else gap <= 0
+            d = np.where(benign & ~np.isnan(d), 0.0, d)
         elif p.one_sided_evidence and p.scales and spec_for(metric).scale in HARDWARE_SCALES:
             # one-sided: on these scales high is the fault (an error rate, a hardware Xid, a
             # device lost, a NIC pausing); a node at or under its peers' median is none.  In a

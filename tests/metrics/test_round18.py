@@ -1,0 +1,65 @@
+"""Round 18 (designed on corpus v15, seen): a physical reading whose other side is no machine's
+fault is judged on its fault side only (catalog ``fault_side``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from aegis_slurm.metrics.align import Aligned
+from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.metrics.detect import Params, detect
+
+STEP = 15.0
+TIMES = 1e9 + STEP * np.arange(240)  # 60 min
+NODES = [f"n{i:02d}" for i in range(16)]
+MEM_AVAIL = "node_memory_MemAvailable_bytes"
+CLOCK = "DCGM_FI_DEV_SM_CLOCK"
+
+
+def _minutes(a: float, b: float) -> slice:
+    return slice(int(a * 60 / STEP), int(b * 60 / STEP))
+
+
+def _memory(change0: float, during: slice) -> Aligned:
+    """Every node has 1.76 TB available; n00 (rank 0) ``change0`` bytes more ``during``."""
+    X = np.full((len(NODES), TIMES.size), 1.76e12)
+    X += np.random.default_rng(18).normal(0, 3e9, X.shape)
+    X[0, during] += change0
+    return Aligned(TIMES, NODES, {MEM_AVAIL: X}, STEP)
+
+
+def test_rank_0_freeing_memory_while_its_peers_wait_is_no_fault() -> None:
+    # corpus v15, seen: rank 0 evaluates alone for minutes, the others hold their state in NCCL
+    freed = _memory(2.6e11, _minutes(20, 27))
+    assert detect(freed, [MEM_AVAIL], Params()).faulty == []
+    # two-sided, as before round 18, it was found
+    two_sided = Params(one_sided_evidence=False)
+    assert [f.node for f in detect(freed, [MEM_AVAIL], two_sided).faulty] == ["n00"]
+
+
+def test_memory_lost_is_still_found() -> None:
+    leak = _memory(-2.6e11, _minutes(20, 60))
+    r = detect(leak, [MEM_AVAIL], Params())
+    assert [(f.node, f.metric) for f in r.faulty] == [("n00", MEM_AVAIL)]
+
+
+def test_a_gpu_clocked_above_its_throttled_peers_is_not_the_fault() -> None:
+    # from minute 20 a hot aisle throttles every node but n05: n05 is the odd one out, on the
+    # healthy side
+    clock = np.full((len(NODES), TIMES.size), 1980.0)
+    clock[:, _minutes(20, 60)] = 1500.0
+    clock[5] = 1980.0
+    a = Aligned(TIMES, NODES, {CLOCK: clock}, STEP)
+    assert detect(a, [CLOCK], Params()).faulty == []
+    assert [f.node for f in detect(a, [CLOCK], Params(one_sided_evidence=False)).faulty] == ["n05"]
+    # a node throttled alone is found
+    clock = np.full((len(NODES), TIMES.size), 1980.0)
+    clock[5, _minutes(20, 60)] = 1500.0
+    r = detect(Aligned(TIMES, NODES, {CLOCK: clock}, STEP), [CLOCK], Params())
+    assert [f.node for f in r.faulty] == ["n05"]
+
+
+def test_the_fault_sides_are_the_catalogs() -> None:
+    assert spec_for(MEM_AVAIL).fault_side == "low"
+    assert spec_for(CLOCK).fault_side == spec_for("DCGM_FI_DEV_MEM_CLOCK").fault_side == "low"
+    assert spec_for("DCGM_FI_DEV_GPU_TEMP").fault_side is None
