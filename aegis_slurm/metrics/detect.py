@@ -1168,6 +1168,30 @@ def node_reference(
     return reference_offsets(X, times, start, span, joined, steady, best), joined
 
 
+def bounded_reference(
+    aligned: Aligned,
+    X: np.ndarray,
+    metric: str,
+    p: Params,
+    start: float,
+    span: float,
+    ignore: np.ndarray | None = None,
+    late: np.ndarray | None = None,
+    join_until: float | None = None,
+) -> tuple[tuple[np.ndarray, float], np.ndarray, np.ndarray]:
+    """:func:`node_reference` over ``[start, start + span)``, bounded where the catalog says
+    (:func:`bounded_offsets`): ((offsets, peers' level), when each node joined, which nodes the
+    bound left without an offset)."""
+    ref, since = node_reference(X, aligned.times, metric, p, start, span, ignore, late, join_until)
+    off, beyond = ref[0], np.zeros(len(aligned.nodes), bool)
+    bound = spec_for(metric).offset_bound
+    if p.bounded_offsets and p.scales and bound is not None:
+        busy = busy_nodes(aligned, p, bound, start, span, ignore, late, join_until)
+        off = bounded_offsets(ref[0], ref[1], bound, busy)
+        beyond = np.isnan(off) & ~np.isnan(ref[0])
+    return (off, ref[1]), since, beyond
+
+
 def window_reference(
     aligned: Aligned,
     X: np.ndarray,
@@ -1176,19 +1200,11 @@ def window_reference(
     ignore: np.ndarray | None = None,
     late: np.ndarray | None = None,
 ) -> tuple[tuple[np.ndarray, float], np.ndarray, np.ndarray]:
-    """The nodes' reference taken from the window itself (``p.baseline`` seconds after the
-    warm-up, :func:`node_reference`), bounded where the catalog says (:func:`bounded_offsets`);
-    when each node joined; and which nodes the bound left without an offset."""
+    """:func:`bounded_reference` taken from the window itself: ``p.baseline`` seconds after the
+    warm-up (or ``p.reference_start``)."""
     start = aligned.times[0] + (p.warmup if p.reference_start < 0 else p.reference_start)
     until = aligned.times[0] + p.warmup + p.baseline
-    ref, since = node_reference(X, aligned.times, metric, p, start, p.baseline, ignore, late, until)
-    off, beyond = ref[0], np.zeros(len(aligned.nodes), bool)
-    bound = spec_for(metric).offset_bound
-    if p.bounded_offsets and p.scales and bound is not None:
-        busy = busy_nodes(aligned, p, bound, start, p.baseline, ignore, late, until)
-        off = bounded_offsets(ref[0], ref[1], bound, busy)
-        beyond = np.isnan(off) & ~np.isnan(ref[0])
-    return (off, ref[1]), since, beyond
+    return bounded_reference(aligned, X, metric, p, start, p.baseline, ignore, late, until)
 
 
 def prepare(
@@ -1793,15 +1809,8 @@ def job_reference(aligned: Aligned, metrics: list[str], p: Params) -> dict[str, 
         if m not in aligned.data:
             continue
         X = series(aligned, m, p)
-        (off, level), _ = node_reference(X, aligned.times, m, p, aligned.times[0], np.inf)
-        bound = spec_for(m).offset_bound
-        beyond: list[str] = []
-        if p.bounded_offsets and p.scales and bound is not None:
-            busy = busy_nodes(aligned, p, bound, aligned.times[0], np.inf)
-            kept = bounded_offsets(off, level, bound, busy)
-            dropped = np.isnan(kept) & ~np.isnan(off)
-            beyond = [n for n, b in zip(aligned.nodes, dropped, strict=True) if b]
-            off = kept
+        (off, level), _, dropped = bounded_reference(aligned, X, m, p, aligned.times[0], np.inf)
+        beyond = [n for n, b in zip(aligned.nodes, dropped, strict=True) if b]
         out[m] = {
             "level": float(f"{level:.6g}") if np.isfinite(level) else None,
             # 6 significant digits: a 1,024-node job's reference stays ~300 kB in the state file
