@@ -1227,10 +1227,11 @@ def prepare(
     spec = spec_for(metric)
     if ref is None and p.baseline > 0:
         ref, since, _ = window_reference(aligned, X, metric, p, ignore, late)
-    # an error counter's rate is never a node's normal (``event_reference``); a latch counts
-    # from the window's first sample, so it has none to remove -- an event inside the
-    # reference span would otherwise be taken for the node's normal
-    counts = spec.scale in COUNTING_SCALES
+    # an error counter's rate is never a node's normal (``event_reference``), nor a counter's
+    # counted by decades (a retransmit storm from the job's first minutes: the second review of
+    # session 15); a latch counts from the window's first sample, so it has none to remove --
+    # an event inside the reference span would otherwise be taken for the node's normal
+    counts = spec.scale in COUNTING_SCALES or (spec.scale == "decades" and spec.kind == "counter")
     # nor is an indicator that counts only the window's events (a port already bouncing when
     # the window opens is no one's normal)
     own = p.scales and spec.counted_in_window is not None
@@ -1440,7 +1441,7 @@ def corroborated(
     if at.size == 0:
         return None
     t = max(finding.first_detected, float(times[at[0]]))
-    return Finding(finding.node, finding.metric, t, finding.score)
+    return replace(finding, first_detected=t)
 
 
 #: The utilisation series that says a node's GPUs are working, and the level (percent) at or
@@ -1619,11 +1620,13 @@ def collateral_of(
 def _reported_before(f: Finding, other: Finding) -> bool:
     """Whether ``f`` is the node's finding to report rather than ``other``: the earlier, but
     any finding the job cannot cause before one it can (a disk found stalling, then failing,
-    is reported -- and drained -- on its failure)."""
-    return (bool(job_can_cause(f.metric)), f.first_detected) < (
-        bool(job_can_cause(other.metric)),
-        other.first_detected,
-    )
+    is reported -- and drained -- on its failure), and a verdict before a finding with a
+    caveat (corrected errors, then a double-bit error: the second review of session 15)."""
+
+    def rank(g: Finding) -> tuple[bool, bool, float]:
+        return bool(job_can_cause(g.metric)), g.caveat is not None, g.first_detected
+
+    return rank(f) < rank(other)
 
 
 def detect(
@@ -1862,7 +1865,7 @@ def lambda_2delta(
         for i in np.flatnonzero(first >= 0):
             t = float(aligned.times[first[i]])
             if aligned.nodes[i] not in best or t < best[aligned.nodes[i]].first_detected:
-                best[aligned.nodes[i]] = Finding(aligned.nodes[i], m, t, 2.0)
+                best[aligned.nodes[i]] = Finding(aligned.nodes[i], m, t, 2.0, caveat(m))
     return Result(sorted(best.values(), key=lambda f: (f.first_detected, f.node)), windows)
 
 
@@ -1890,5 +1893,5 @@ def zscore_baseline(
         for i in np.flatnonzero(first >= 0):
             t = float(aligned.times[first[i]])
             if aligned.nodes[i] not in best or t < best[aligned.nodes[i]].first_detected:
-                best[aligned.nodes[i]] = Finding(aligned.nodes[i], m, t, float(z))
+                best[aligned.nodes[i]] = Finding(aligned.nodes[i], m, t, float(z), caveat(m))
     return Result(sorted(best.values(), key=lambda f: (f.first_detected, f.node)), windows)

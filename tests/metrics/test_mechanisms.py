@@ -11,6 +11,7 @@ import numpy as np
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import GPU_COUNT, LINK_RATE, PORT_COUNT
 from aegis_slurm.metrics.detect import (
+    BOUND_CAVEAT,
     Finding,
     Params,
     burst_mask,
@@ -379,7 +380,12 @@ def test_a_window_opened_mid_job_takes_its_reference_at_once() -> None:
     pri = [POWER, CLOCK, UTIL]
     (f,) = detect(a, pri, Params()).faulty
     assert f.node == "n11" and f.first_detected >= TIMES[16]
-    assert detect(a, pri, Params(reference_start=300.0)).faulty == []
+    late = Params(reference_start=300.0, bounded_offsets=False)
+    assert detect(a, pri, late).faulty == []
+    # round 17: a busy node's clock more than a quarter under its peers' is no offset even so;
+    # found through the bound, with its caveat (alerted, never drained)
+    r = detect(a, pri, Params(reference_start=300.0))
+    assert [(f.node, f.caveat) for f in r.faulty] == [("n11", BOUND_CAVEAT)]
 
 
 # ---- round 6: a lost scrape is missing data; a machine gone is evidence -----------------------
