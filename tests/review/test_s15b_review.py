@@ -17,6 +17,13 @@ restated): 1 (``_reported_before`` ranks a verdict before a finding with a cavea
 counter on the decades scale takes no reference offset, as an events counter), 3 (λ+2δ and
 the z-score baseline carry the catalog's caveat).
 
+* 4 (false alarm on a healthy node; stands, strict xfail): a hot aisle throttling all but one
+  node of a 3-node job makes the clean node the outlier on its SM clock.  Round 18 had made the
+  clocks one-sided (low is the fault) and the attack was withstood; the re-run of corpora v5
+  and v12 showed the cost -- low is also a GPU idle, and a node an elastic job released became
+  the only "candidate" of its pair or trio where both sides had cancelled as job-wide (two
+  healthy jobs alarmed) -- so the clocks are two-sided again, as before round 18.
+
 * 1 (faulty GPU never drained; ``minder --json`` hides the verdict): a node is reported once,
   at its *earliest* finding (``_reported_before``: only ``job_can_cause`` outranks time), and
   a caveat does not enter that order.  Corrected errors climbing on a GPU are the classic
@@ -63,8 +70,7 @@ Withstood (``test_ok_``): rank 0 freeing 260 GB in 2-, 3- and 4-node jobs (a pai
 is taken against the other node, no median to fall between); a memory leak still found in 3-,
 8- and 16-node jobs and on a node with 800 GB more memory than its peers (the offset and gain
 readings both put it under); a training process that died (host memory freed, GPUs idle at
-345/405 MHz) still found, through utilisation; a hot aisle throttling all but one node of a
-3-node job quiet (two-sided: the clean node was found); retransmits 10x the peers' from the
+345/405 MHz) still found, through utilisation; retransmits 10x the peers' from the
 first sample rising to 100x found at minute 23.75; a node under the floor quiet, one at 15x its
 peers' found; 60-second scrapes on a 30-second rate window (a storm from minute 10 found); a
 counter reset and a 45-second NaN gap quiet; ``--json``'s ``faulty`` keys stable (``caveat``
@@ -264,13 +270,21 @@ def test_ok_memory_freed_leaks_and_a_dead_process() -> None:
         assert detect(_job(n, big=1), pri, Params()).faulty == []
 
 
-def test_ok_a_hot_aisle_throttling_all_but_one_node_of_three() -> None:
+def _hot_aisle() -> Aligned:
     C = 1980.0 + np.random.default_rng(1).normal(0, 8, (3, T))
     C[:, _m(20) :] = 1500.0
     C[0] = 1980.0
-    a = Aligned(TIMES, _nodes(3), {SM: C, UTIL: np.full((3, T), 99.0)}, STEP)
-    assert detect(a, [UTIL, SM], Params()).faulty == []
-    assert _found(detect(a, [UTIL, SM], Params(one_sided_evidence=False))) == [("n00", SM)]
+    return Aligned(TIMES, _nodes(3), {SM: C, UTIL: np.full((3, T), 99.0)}, STEP)
+
+
+@pytest.mark.xfail(strict=True, reason="finding 4: the clocks are two-sided (round 18 reverted)")
+def test_4_a_hot_aisle_throttling_all_but_one_node_of_three_is_quiet() -> None:
+    assert detect(_hot_aisle(), [UTIL, SM], Params()).faulty == []
+
+
+def test_e4_the_clean_node_is_found_on_its_clock() -> None:
+    assert _found(detect(_hot_aisle(), [UTIL, SM], Params())) == [("n00", SM)]
+    assert spec_for(SM).fault_side is None
 
 
 def test_ok_retransmits_on_the_decades_scale() -> None:
