@@ -111,10 +111,15 @@ class MetricSpec:
     caveat: str | None = None
     #: the side of its peers a fault puts a node on, for a physical reading whose other side is
     #: no machine's fault (None: both are): ``"low"`` -- memory available above the peers' is
-    #: memory a rank's phase freed, never a machine short of it.  Not the clocks: low is also
-    #: a GPU idle -- a node an elastic job released, whose pair or trio then made it the only
-    #: "candidate" where both sides had cancelled as job-wide (corpora v5 and v12, seen)
+    #: memory a rank's phase freed, never a machine short of it; a GPU clocked above its peers'
+    #: is the one they are not throttling, or the one working while they wait (rank 0
+    #: evaluating alone: corpus v16, seen)
     fault_side: str | None = None
+    #: on the fault side, evidence only while the node's GPUs work (utilisation above idle):
+    #: an idle GPU drops its clocks by design -- a node an elastic job released, ranks waiting
+    #: in a CPU barrier -- a busy one only when throttled, locked or stuck (corpora v5, v12:
+    #: the clocks one-sided without it made a released node its pair's only "candidate")
+    busy_only: bool = False
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -294,13 +299,25 @@ _NIC_SPEED_EXPR = "clamp_min(last_over_time({sel}[{lookback}s]), 0)"
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
     MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700, evidence="coupled"),
-    MetricSpec("DCGM_FI_DEV_SM_CLOCK", "dcgm", "gauge", "min", 0, 2100, offset_bound=0.25),
+    MetricSpec(
+        "DCGM_FI_DEV_SM_CLOCK",
+        "dcgm",
+        "gauge",
+        "min",
+        0,
+        2100,
+        offset_bound=0.25,
+        fault_side="low",
+        busy_only=True,
+    ),
     # Round 12: the slowest GPU memory clock (DCGM field 101, in dcgm-exporter's default CSV).
     # Under load a data-centre GPU holds its memory at the P-state's one clock; a GPU left in a
     # lower P-state after a transient (or an HBM throttling itself) runs its memory at half
     # speed while its SM clock looks normal, and the job waits on it.  Range: HBM3e tops out
     # near 4 GHz; GDDR7 cards run 14 GHz and widen it from the data
-    MetricSpec("DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000),
+    MetricSpec(
+        "DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000, fault_side="low", busy_only=True
+    ),
     MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
     MetricSpec(
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job", evidence="coupled"

@@ -1241,6 +1241,22 @@ def prepare(
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
 
+def fault_side(aligned: Aligned, metric: str, p: Params) -> tuple[str | None, np.ndarray | bool]:
+    """The side of its peers a fault puts a node on (catalog ``fault_side``; None: both, or
+    ``one_sided_evidence`` off) and where the node's reading is no evidence whatever its side
+    (nodes x steps): for a ``busy_only`` metric, where its GPUs idle (:data:`IDLE_UTIL`).  A
+    ``busy_only`` metric without a utilisation series stays two-sided, as it was before."""
+    spec = spec_for(metric)
+    if not (p.one_sided_evidence and p.scales and spec.fault_side):
+        return None, False
+    if not spec.busy_only:
+        return spec.fault_side, False
+    if UTILISATION not in aligned.data:
+        return None, False
+    with np.errstate(invalid="ignore"):
+        return spec.fault_side, series(aligned, UTILISATION, p) <= IDLE_UTIL
+
+
 def deviation(
     aligned: Aligned,
     metric: str,
@@ -1267,6 +1283,7 @@ def deviation(
     dev, judged = None, None
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     healthy = reference_statistic(metric, p) if spec_for(metric).hardware else None
+    sided, idle = fault_side(aligned, metric, p)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
         if on_latch_scale(metric, p):
@@ -1280,11 +1297,11 @@ def deviation(
             gap = N - peer_median(N)[None, :]
             well = gap >= 0 if healthy == "max" else gap <= 0
             d = np.where(well & ~np.isnan(d), 0.0, d)
-        elif p.one_sided_evidence and p.scales and spec_for(metric).fault_side:
+        elif sided is not None:
             # a physical reading whose other side is no machine's fault (catalog
             # ``fault_side``: rank 0 evaluating alone frees host memory its peers hold)
             gap = N - peer_median(N)[None, :]
-            benign = gap >= 0 if spec_for(metric).fault_side == "low" else gap <= 0
+            benign = (gap >= 0 if sided == "low" else gap <= 0) | idle
             d = np.where(benign & ~np.isnan(d), 0.0, d)
         elif p.one_sided_evidence and p.scales and spec_for(metric).scale in HARDWARE_SCALES:
             # one-sided: on these scales high is the fault (an error rate, a hardware Xid, a

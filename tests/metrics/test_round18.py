@@ -1,5 +1,6 @@
-"""Round 18 (designed on corpus v15, seen): a physical reading whose other side is no machine's
-fault is judged on its fault side only (catalog ``fault_side``)."""
+"""Round 18 (designed on corpora v15 and v16, seen): a physical reading whose other side is no
+machine's fault is judged on its fault side only (catalog ``fault_side``); a clock, only while
+the node's GPUs work (``busy_only``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ TIMES = 1e9 + STEP * np.arange(240)  # 60 min
 NODES = [f"n{i:02d}" for i in range(16)]
 MEM_AVAIL = "node_memory_MemAvailable_bytes"
 CLOCK = "DCGM_FI_DEV_SM_CLOCK"
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
 
 
 def _minutes(a: float, b: float) -> slice:
@@ -43,8 +45,39 @@ def test_memory_lost_is_still_found() -> None:
     assert [(f.node, f.metric) for f in r.faulty] == [("n00", MEM_AVAIL)]
 
 
+def _clocks(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.full((n, TIMES.size), 1980.0), np.full((n, TIMES.size), 99.0)
+
+
+def test_a_clock_is_evidence_under_its_peers_and_only_while_its_gpus_work() -> None:
+    nodes = NODES[:3]
+    # from minute 20 a hot aisle throttles every node but n00: n00 is the odd one out, on the
+    # healthy side
+    clock, util = _clocks(3)
+    clock[1:, _minutes(20, 60)] = 1500.0
+    a = Aligned(TIMES, nodes, {CLOCK: clock, UTIL: util}, STEP)
+    assert detect(a, [UTIL, CLOCK], Params()).faulty == []
+    two_sided = Params(one_sided_evidence=False)
+    assert [f.node for f in detect(a, [UTIL, CLOCK], two_sided).faulty] == ["n00"]
+    # a pair whose n01 an elastic job released at minute 20: idle, its clocks at their floor
+    # -- no clock fault (before round 18, the pair's two sides cancelled as job-wide)
+    clock, util = _clocks(2)
+    clock[1, _minutes(20, 60)], util[1, _minutes(20, 60)] = 345.0, 0.0
+    pair = Aligned(TIMES, NODES[:2], {CLOCK: clock, UTIL: util}, STEP)
+    assert detect(pair, [CLOCK], Params()).faulty == []
+    # a node throttled alone while it works is found; without utilisation, two-sided as before
+    clock, util = _clocks(16)
+    clock[5, _minutes(20, 60)] = 1500.0
+    busy = Aligned(TIMES, NODES, {CLOCK: clock, UTIL: util}, STEP)
+    assert [f.node for f in detect(busy, [UTIL, CLOCK], Params()).faulty] == ["n05"]
+    del a.data[UTIL]
+    assert [f.node for f in detect(a, [CLOCK], Params()).faulty] == ["n00"]
+
+
 def test_the_fault_sides_are_the_catalogs() -> None:
     assert spec_for(MEM_AVAIL).fault_side == "low"
-    # not the clocks: low is also a GPU idle, a node an elastic job released (v5, v12)
-    assert spec_for(CLOCK).fault_side is spec_for("DCGM_FI_DEV_MEM_CLOCK").fault_side is None
+    # the clocks while busy only: low is also a GPU idle, a node an elastic job released
+    for name in (CLOCK, "DCGM_FI_DEV_MEM_CLOCK"):
+        assert spec_for(name).fault_side == "low" and spec_for(name).busy_only
+    assert not spec_for(MEM_AVAIL).busy_only
     assert spec_for("DCGM_FI_DEV_GPU_TEMP").fault_side is None

@@ -17,12 +17,13 @@ restated): 1 (``_reported_before`` ranks a verdict before a finding with a cavea
 counter on the decades scale takes no reference offset, as an events counter), 3 (λ+2δ and
 the z-score baseline carry the catalog's caveat).
 
-* 4 (false alarm on a healthy node; stands, strict xfail): a hot aisle throttling all but one
-  node of a 3-node job makes the clean node the outlier on its SM clock.  Round 18 had made the
-  clocks one-sided (low is the fault) and the attack was withstood; the re-run of corpora v5
-  and v12 showed the cost -- low is also a GPU idle, and a node an elastic job released became
-  the only "candidate" of its pair or trio where both sides had cancelled as job-wide (two
-  healthy jobs alarmed) -- so the clocks are two-sided again, as before round 18.
+* 4 (false alarm on a healthy node, pre-existing): a hot aisle throttling all but one node of
+  a 3-node job makes the clean node the outlier on its SM clock.  Round 18 had made the clocks
+  one-sided (low is the fault) and the attack was withstood; the re-run of corpora v5 and v12
+  showed the cost -- low is also a GPU idle, and a node an elastic job released became the
+  only "candidate" of its pair or trio where both sides had cancelled as job-wide (two healthy
+  jobs alarmed).  Fixed in round 18's amendment: a clock is evidence only on its low side *and*
+  while the node's GPUs work (``MetricSpec.busy_only``).
 
 * 1 (faulty GPU never drained; ``minder --json`` hides the verdict): a node is reported once,
   at its *earliest* finding (``_reported_before``: only ``job_can_cause`` outranks time), and
@@ -277,14 +278,14 @@ def _hot_aisle() -> Aligned:
     return Aligned(TIMES, _nodes(3), {SM: C, UTIL: np.full((3, T), 99.0)}, STEP)
 
 
-@pytest.mark.xfail(strict=True, reason="finding 4: the clocks are two-sided (round 18 reverted)")
 def test_4_a_hot_aisle_throttling_all_but_one_node_of_three_is_quiet() -> None:
     assert detect(_hot_aisle(), [UTIL, SM], Params()).faulty == []
 
 
-def test_e4_the_clean_node_is_found_on_its_clock() -> None:
-    assert _found(detect(_hot_aisle(), [UTIL, SM], Params())) == [("n00", SM)]
-    assert spec_for(SM).fault_side is None
+def test_e4_two_sided_the_clean_node_is_found_on_its_clock() -> None:
+    two_sided = Params(one_sided_evidence=False)
+    assert _found(detect(_hot_aisle(), [UTIL, SM], two_sided)) == [("n00", SM)]
+    assert spec_for(SM).fault_side == "low" and spec_for(SM).busy_only
 
 
 def test_ok_retransmits_on_the_decades_scale() -> None:
