@@ -94,8 +94,9 @@ class MetricSpec:
     #: one such sample is a fifth of a one-minute range, a brake on for half of it is not a
     #: clock change (session-14 review)
     episode_floor: float | None = None
-    #: the largest share of the peers' level a node's reference may hold it *below* them while
-    #: its GPUs work as hard as theirs (None: any offset is the node's normal).  Same-SKU GPUs
+    #: the largest share of the peers' level a node's reference may hold it *below* them -- for
+    #: a ``busy_only`` metric, while its GPUs work as hard as theirs (None: any offset is the
+    #: node's normal).  Same-SKU GPUs
     #: differ in clock under load by 8 % on average and 22 % at most (Sinha et al., "Not All
     #: GPUs Are Created Equal", SC'22); a busy node's slowest GPU clocked further below its
     #: peers' from its first sample is clocks locked or a P-state stuck -- set before the job,
@@ -375,7 +376,22 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # speed carries on without an error while the whole job waits on it (NHC's check_hw_ib and
     # ibstat read the same field at boot; this watches it while the job runs).  Range: NDR
     # 400 Gb/s = 5e10 B/s; an XDR port widens it from the data
-    MetricSpec(LINK_RATE, "node", "gauge", "min", 0, 50e9, hardware=True, switch_side=True),
+    # A port trained under its peers' rate from the node's first sample (a cable or transceiver
+    # of a lower generation swapped in) is no offset either: links train in factors of two
+    # (width 4x/2x/1x, speed generations), so more than 40 % under is a link trained low --
+    # or another fabric in the job: alerted, never drained (round 19, designed on corpus v16,
+    # seen: five ports at half rate from boot were the nodes' "normal")
+    MetricSpec(
+        LINK_RATE,
+        "node",
+        "gauge",
+        "min",
+        0,
+        50e9,
+        hardware=True,
+        switch_side=True,
+        offset_bound=0.4,
+    ),
     # packets received with errors (sysfs port_rcv_errors: symbol/CRC-level damage on the link),
     # summed over ports; sparse benign increments are what the burst test is for.  The range:
     # a failing cable logs up to ~10/s (HDR at 50 GB/s moves ~12 M packets/s: 1 ppm)

@@ -494,8 +494,8 @@ def reference_offsets(
 #: why a node judged without its reference offset by the bound (:func:`bounded_offsets`) is
 #: alerted, never drained: a GPU model slower than its peers' reads the same as a lock
 BOUND_CAVEAT = (
-    "clocks held under its peers' beyond silicon variation while as busy: locked clocks, a "
-    "stuck P-state or another GPU model"
+    "held under its peers' from its first samples beyond hardware variation: locked clocks, a "
+    "stuck P-state, a link trained low -- or another GPU model or fabric in the job"
 )
 
 
@@ -1184,9 +1184,14 @@ def bounded_reference(
     bound left without an offset)."""
     ref, since = node_reference(X, aligned.times, metric, p, start, span, ignore, late, join_until)
     off, beyond = ref[0], np.zeros(len(aligned.nodes), bool)
-    bound = spec_for(metric).offset_bound
+    spec = spec_for(metric)
+    bound = spec.offset_bound
     if p.bounded_offsets and p.scales and bound is not None:
-        busy = busy_nodes(aligned, p, bound, start, span, ignore, late, join_until)
+        busy = (
+            busy_nodes(aligned, p, bound, start, span, ignore, late, join_until)
+            if spec.busy_only
+            else np.ones(len(aligned.nodes), bool)
+        )
         off = bounded_offsets(ref[0], ref[1], bound, busy)
         beyond = np.isnan(off) & ~np.isnan(ref[0])
     return (off, ref[1]), since, beyond

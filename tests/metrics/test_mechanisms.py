@@ -349,11 +349,16 @@ def test_a_late_starter_joins_when_it_matches_its_peers_not_the_step_before() ->
 
 def test_a_link_that_retrained_at_half_its_rate_is_found() -> None:
     rate = np.full((len(NODES), TIMES.size), 50e9)
-    rate[2] = 25e9  # an HDR port in an NDR node since boot: its normal, not a fault
+    rate[2] = 25e9  # an HDR port in an NDR node since boot
     rate[9, 120:] = 25e9  # retrained at half width mid-job
     a = Aligned(TIMES, NODES, {LINK_RATE: rate}, STEP)
-    (f,) = detect(a, [LINK_RATE], Params()).faulty
-    assert f.node == "n09" and f.first_detected >= TIMES[120]
+    found = {f.node: f for f in detect(a, [LINK_RATE], Params()).faulty}
+    assert found["n09"].first_detected >= TIMES[120] and found["n09"].caveat is None
+    # round 19: half its peers' rate since boot is no offset -- a lower-generation cable, or
+    # another fabric in the job: alerted with the bound's caveat, never drained
+    assert found["n02"].caveat == BOUND_CAVEAT and set(found) == {"n02", "n09"}
+    (f,) = detect(a, [LINK_RATE], Params(bounded_offsets=False)).faulty
+    assert f.node == "n09"
 
 
 def test_a_link_logging_errors_since_before_the_window_is_found() -> None:
