@@ -116,6 +116,10 @@ class MetricSpec:
     #: is the one they are not throttling, or the one working while they wait (rank 0
     #: evaluating alone: corpus v16, seen)
     fault_side: str | None = None
+    #: the metric whose reading a node must share with its peers (their median over the
+    #: reference span) for ``offset_bound`` to hold on it (None: every node): a node's slowest
+    #: port is comparable with its peers' only where it has as many ports
+    bound_alike: str | None = None
     #: on the fault side, evidence only while the node's GPUs work (utilisation above idle):
     #: an idle GPU drops its clocks by design -- a node an elastic job released, ranks waiting
     #: in a CPU barrier -- a busy one only when throttled, locked or stuck (corpora v5, v12:
@@ -380,7 +384,10 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # of a lower generation swapped in) is no offset either: links train in factors of two
     # (width 4x/2x/1x, speed generations), so more than 40 % under is a link trained low --
     # or another fabric in the job: alerted, never drained (round 19, designed on corpus v16,
-    # seen: five ports at half rate from boot were the nodes' "normal")
+    # seen: five ports at half rate from boot were the nodes' "normal").  Only among nodes
+    # with as many ports as their peers: a node with one more -- a ConnectX Ethernet function
+    # for storage at 25 GbE under /sys/class/infiniband -- reads its slowest port far under
+    # theirs from boot (third review of session 15)
     MetricSpec(
         LINK_RATE,
         "node",
@@ -391,6 +398,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         hardware=True,
         switch_side=True,
         offset_bound=0.4,
+        bound_alike=PORT_COUNT,
     ),
     # packets received with errors (sysfs port_rcv_errors: symbol/CRC-level damage on the link),
     # summed over ports; sparse benign increments are what the burst test is for.  The range:

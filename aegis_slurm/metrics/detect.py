@@ -516,6 +516,21 @@ def bounded_offsets(
     return np.where(beyond, np.nan, off)
 
 
+def alike_nodes(aligned: Aligned, metric: str, start: float, span: float) -> np.ndarray:
+    """Per node, whether its reading of ``metric`` (its median over ``[start, start + span)``)
+    is its peers' (their median of those); all False without the metric: unknown is no
+    likeness (catalog ``bound_alike``)."""
+    X = aligned.data.get(metric)
+    if X is None:
+        return np.zeros(len(aligned.nodes), bool)
+    inside = (aligned.times >= start) & (aligned.times < start + span)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        own = np.nanmedian(X[:, inside], axis=1) if inside.any() else np.full(X.shape[0], np.nan)
+        peers = np.nanmedian(own)
+    return np.isfinite(own) & (own == peers)
+
+
 def busy_nodes(
     aligned: Aligned,
     p: Params,
@@ -1192,6 +1207,8 @@ def bounded_reference(
             if spec.busy_only
             else np.ones(len(aligned.nodes), bool)
         )
+        if spec.bound_alike is not None and busy is not None:
+            busy = busy & alike_nodes(aligned, spec.bound_alike, start, span)
         off = bounded_offsets(ref[0], ref[1], bound, busy)
         beyond = np.isnan(off) & ~np.isnan(ref[0])
     return (off, ref[1]), since, beyond
@@ -1246,20 +1263,29 @@ def prepare(
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
 
-def fault_side(aligned: Aligned, metric: str, p: Params) -> tuple[str | None, np.ndarray | bool]:
+def fault_side(
+    aligned: Aligned, metric: str, p: Params
+) -> tuple[str | None, np.ndarray | bool, np.ndarray | bool]:
     """The side of its peers a fault puts a node on (catalog ``fault_side``; None: both, or
-    ``one_sided_evidence`` off) and where the node's reading is no evidence whatever its side
-    (nodes x steps): for a ``busy_only`` metric, where its GPUs idle (:data:`IDLE_UTIL`).  A
-    ``busy_only`` metric without a utilisation series stays two-sided, as it was before."""
+    ``one_sided_evidence`` off); where the node's reading is no evidence whatever its side
+    (nodes x steps): for a ``busy_only`` metric, where its GPUs idle (:data:`IDLE_UTIL`); and
+    where the side is judged at all: for a ``busy_only`` metric, the steps at which every
+    node's utilisation is known -- a step without it (a blank, a node without the series, a
+    job without any) stays two-sided, as before round 18 (third review of session 15: a released
+    node with a blank utilisation was its pair's only "candidate")."""
     spec = spec_for(metric)
     if not (p.one_sided_evidence and p.scales and spec.fault_side):
-        return None, False
+        return None, False, False
     if not spec.busy_only:
-        return spec.fault_side, False
+        return spec.fault_side, False, True
     if UTILISATION not in aligned.data:
-        return None, False
+        return None, False, False
+    U = series(aligned, UTILISATION, p)
+    # a step is judged one-sided only where every node's utilisation is known: one node's
+    # unknown reads neither busy nor idle, and its peer's side alone zeroed would leave it
+    # its pair's only "candidate"
     with np.errstate(invalid="ignore"):
-        return spec.fault_side, series(aligned, UTILISATION, p) <= IDLE_UTIL
+        return spec.fault_side, U <= IDLE_UTIL, ~np.isnan(U).any(axis=0)[None, :]
 
 
 def deviation(
@@ -1288,7 +1314,7 @@ def deviation(
     dev, judged = None, None
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     healthy = reference_statistic(metric, p) if spec_for(metric).hardware else None
-    sided, idle = fault_side(aligned, metric, p)
+    sided, idle, known = fault_side(aligned, metric, p)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
         if on_latch_scale(metric, p):
@@ -1306,7 +1332,7 @@ def deviation(
             # a physical reading whose other side is no machine's fault (catalog
             # ``fault_side``: rank 0 evaluating alone frees host memory its peers hold)
             gap = N - peer_median(N)[None, :]
-            benign = (gap >= 0 if sided == "low" else gap <= 0) | idle
+            benign = ((gap >= 0 if sided == "low" else gap <= 0) & known) | idle
             d = np.where(benign & ~np.isnan(d), 0.0, d)
         elif p.one_sided_evidence and p.scales and spec_for(metric).scale in HARDWARE_SCALES:
             # one-sided: on these scales high is the fault (an error rate, a hardware Xid, a

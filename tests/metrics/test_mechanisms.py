@@ -351,7 +351,8 @@ def test_a_link_that_retrained_at_half_its_rate_is_found() -> None:
     rate = np.full((len(NODES), TIMES.size), 50e9)
     rate[2] = 25e9  # an HDR port in an NDR node since boot
     rate[9, 120:] = 25e9  # retrained at half width mid-job
-    a = Aligned(TIMES, NODES, {LINK_RATE: rate}, STEP)
+    ports = np.full_like(rate, 4.0)  # as many IB ports each (the port count minder derives)
+    a = Aligned(TIMES, NODES, {LINK_RATE: rate, PORT_COUNT: ports}, STEP)
     found = {f.node: f for f in detect(a, [LINK_RATE], Params()).faulty}
     assert found["n09"].first_detected >= TIMES[120] and found["n09"].caveat is None
     # round 19: half its peers' rate since boot is no offset -- a lower-generation cable, or
