@@ -1,8 +1,8 @@
 """The detectors on corpus v17 (``corpus_v17.py``), written blind in session 15: its author read
 neither the detector, its priority table, the simulator, the docs, the README nor corpora
-v2-v15 (v16's corpus, sanity tests and README as the model of a corpus; its blindness record lists what else
-it saw), and never ran a detector on it.  Scored by ``blind_eval`` with shipped defaults;
-nothing is tuned here.
+v2-v15 (v16's corpus, sanity tests and README as the model of a corpus; its blindness record
+lists what else it saw), and never ran a detector on it.  Scored by ``blind_eval`` with
+shipped defaults; nothing is tuned here.
 """
 
 from __future__ import annotations
