@@ -82,8 +82,8 @@ def to_json(result: Result) -> dict[str, Any]:
     ...]}``: ``job_can_cause`` is null, or why the job itself may have moved that metric (an
     OOM kill, an I/O stall: catalog ``job_can_cause``) -- a finding to read, not a machine
     verdict; ``caveat`` is null, or why the machine's own finding is still no reason to drain
-    (corrected memory errors; clocks held far under the peers', which another GPU model in the
-    job would show too);
+    (corrected memory errors; a busy GPU's clock or a port's rate held far under the peers'
+    from the first samples, which another GPU model or fabric in the job would show too);
     ``departed`` names the nodes that left the job while it ran on at its level (an elastic job
     releasing them), ``collateral`` those whose GPUs went idle together with another node's
     hardware fault (``with``) and show nothing of their own; neither are faults.

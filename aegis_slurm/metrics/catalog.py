@@ -96,16 +96,16 @@ class MetricSpec:
     episode_floor: float | None = None
     #: the largest share of the peers' level a node's reference may hold it *below* them -- for
     #: a ``busy_only`` metric, while its GPUs work as hard as theirs (None: any offset is the
-    #: node's normal).  Same-SKU GPUs
-    #: differ in clock under load by 8 % on average and 22 % at most (Sinha et al., "Not All
-    #: GPUs Are Created Equal", SC'22); a busy node's slowest GPU clocked further below its
-    #: peers' from its first sample is clocks locked or a P-state stuck -- set before the job,
-    #: not silicon (round 17, designed on corpus v14, seen:
+    #: node's normal).  Same-SKU GPUs differ in clock under load by 8 % on average and 22 % at
+    #: most (Sinha et al., "Not All GPUs Are Created Equal", SC'22); a busy node's slowest GPU
+    #: clocked further below its peers' from its first sample is clocks locked or a P-state
+    #: stuck -- set before the job, not silicon (round 17, designed on corpus v14, seen:
     #: :func:`~aegis_slurm.metrics.detect.bounded_offsets`) -- or another GPU model in the job,
-    #: which is why such a finding is alerted, never drained.  The SM clock only: models mixed
-    #: in one partition share it within 11 % (H100 SXM5 1,980 / PCIe 1,755 MHz; A100 40 and
-    #: 80 GB both 1,410) where their memory clocks differ by 24-39 % (HBM2 / HBM2e / HBM3: the
-    #: review of round 17 found an H100 PCIe node among SXM5 nodes "locked")
+    #: which is why such a finding is alerted, never drained.  The SM clock, not the memory
+    #: clock: models mixed in one partition share the former within 11 % (H100 SXM5 1,980 /
+    #: PCIe 1,755 MHz; A100 40 and 80 GB both 1,410) and differ in the latter by 24-39 %
+    #: (HBM2 / HBM2e / HBM3: the review of round 17 found an H100 PCIe node among SXM5 nodes
+    #: "locked").  A port's rate too (round 19, at its entry)
     offset_bound: float | None = None
     #: why a finding on it, the machine's own, is still no reason to drain (None: it is): the
     #: hardware handled what it counts -- reported with this caveat, alerted, never drained

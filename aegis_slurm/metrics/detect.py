@@ -188,8 +188,9 @@ class Params:
     # (:func:`deviation`), as on the latch scale, and a reading with a catalog ``fault_side``
     # only on that side (round 18); False: two-sided
     one_sided_evidence: bool = True
-    # a busy node's reference holds it below its peers by no more than the catalog's
-    # ``offset_bound`` (clocks: beyond it a lock or a stuck P-state, :func:`bounded_offsets`)
+    # a node's reference holds it below its peers by no more than the catalog's
+    # ``offset_bound`` (busy clocks: beyond it a lock or a stuck P-state; a port's rate: a link
+    # trained low; :func:`bounded_offsets`)
     bounded_offsets: bool = True
 
 
@@ -500,19 +501,21 @@ BOUND_CAVEAT = (
 
 
 def bounded_offsets(
-    off: np.ndarray, level: float, bound: float, busy: np.ndarray | None
+    off: np.ndarray, level: float, bound: float, eligible: np.ndarray | None
 ) -> np.ndarray:
     """``off`` (:func:`reference_offsets`) where a node's offset is a hardware offset; NaN (judged
-    uncorrected, :func:`corrected`) where it holds the node more than ``bound`` of the peers'
-    ``level`` below them while its GPUs work as hard as theirs (``busy``, per node; None: no
-    utilisation to tell, every offset stands).  A GPU idle by design clocks at its floor, its
-    own normal; a busy one whose clock sits that far under its peers' from its first sample
-    had its clocks locked or a P-state stuck before the job (corpus v14, seen: SM clocks locked
-    at 53-70 % of the peers' by an ``nvidia-smi -lgc`` left behind, the node's "normal")."""
-    if busy is None or not np.isfinite(level) or level <= 0:
+    uncorrected, :func:`corrected`) where it holds an ``eligible`` node (per node; None: none
+    can be told, every offset stands) more than ``bound`` of the peers' ``level`` below them.
+    For the clocks the eligible are the nodes whose GPUs work as hard as their peers'
+    (:func:`busy_nodes`): a GPU idle by design clocks at its floor, its own normal; a busy one
+    whose clock sits that far under its peers' from its first sample had its clocks locked or
+    a P-state stuck before the job (corpus v14, seen: SM clocks locked at 53-70 % of the
+    peers' by an ``nvidia-smi -lgc`` left behind, the node's "normal").  For a port's rate,
+    the nodes with as many ports as their peers (:func:`alike_nodes`)."""
+    if eligible is None or not np.isfinite(level) or level <= 0:
         return off
     with np.errstate(invalid="ignore"):
-        beyond = busy & (off < -bound * level)
+        beyond = eligible & (off < -bound * level)
     return np.where(beyond, np.nan, off)
 
 
@@ -1202,14 +1205,14 @@ def bounded_reference(
     spec = spec_for(metric)
     bound = spec.offset_bound
     if p.bounded_offsets and p.scales and bound is not None:
-        busy = (
+        eligible = (
             busy_nodes(aligned, p, bound, start, span, ignore, late, join_until)
             if spec.busy_only
             else np.ones(len(aligned.nodes), bool)
         )
-        if spec.bound_alike is not None and busy is not None:
-            busy = busy & alike_nodes(aligned, spec.bound_alike, start, span)
-        off = bounded_offsets(ref[0], ref[1], bound, busy)
+        if spec.bound_alike is not None and eligible is not None:
+            eligible = eligible & alike_nodes(aligned, spec.bound_alike, start, span)
+        off = bounded_offsets(ref[0], ref[1], bound, eligible)
         beyond = np.isnan(off) & ~np.isnan(ref[0])
     return (off, ref[1]), since, beyond
 
@@ -1263,7 +1266,7 @@ def prepare(
     return [scale(Y, metric, p) for Y in corrected(X, ref[0], ref[1], lo)], since
 
 
-def fault_side(
+def judged_side(
     aligned: Aligned, metric: str, p: Params
 ) -> tuple[str | None, np.ndarray | bool, np.ndarray | bool]:
     """The side of its peers a fault puts a node on (catalog ``fault_side``; None: both, or
@@ -1314,7 +1317,7 @@ def deviation(
     dev, judged = None, None
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     healthy = reference_statistic(metric, p) if spec_for(metric).hardware else None
-    sided, idle, known = fault_side(aligned, metric, p)
+    sided, idle, known = judged_side(aligned, metric, p)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
         if on_latch_scale(metric, p):

@@ -1,7 +1,7 @@
 """Hostile review (session 15, third helper) of round 18 amended (635470e: ``MetricSpec.busy_only``
-and :func:`detect.fault_side` -- the SM and memory clocks are evidence only below their peers'
-and while the node's GPUs work) and of round 19 (7532fe3: ``offset_bound=0.4`` on the link rate
-without a utilisation gate, ``BOUND_CAVEAT`` reworded).
+and ``detect.fault_side``, since renamed :func:`detect.judged_side` -- the SM and memory clocks
+are evidence only below their peers' and while the node's GPUs work) and of round 19 (7532fe3:
+``offset_bound=0.4`` on the link rate without a utilisation gate, ``BOUND_CAVEAT`` reworded).
 
 Each ``test_<n>_`` is finding n and asserts what an SRE of a large GPU cluster needs;
 ``xfail(strict=True)`` where 7532fe3 fails it.  ``test_e<n>_`` pass: evidence that the scenario
