@@ -103,7 +103,7 @@ from metrics.conftest import served_prometheus
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import is_hardware, job_can_cause, spec_for
 from aegis_slurm.metrics.detect import BOUND_CAVEAT, Params, Result, detect, job_reference
-from review.passes import watch_actions
+from review.passes import job_actions, scrapes
 
 STEP = 15.0
 MIN = 60.0
@@ -433,10 +433,7 @@ def _openmetrics(series: list[Series], jobs: dict, t: float) -> str:
             if metric == RETRANS:
                 labels = [f'instance="{host}:9100",job="node"']
             for lab in labels:
-                s = t - 10 * MIN
-                while s <= end + MIN:
-                    lines.append(f"{metric}{{{lab}}} {value(s)!r} {s:.3f}")
-                    s += STEP
+                lines += scrapes(metric, lab, value, t - 10 * MIN, end + MIN, STEP)
     return "\n".join(lines) + "\n# EOF\n"
 
 
@@ -449,34 +446,28 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]
         yield url, jobs
 
 
-def _watch(prom, job: str, passes: list[float], jid: str) -> dict[str, list[str]]:
-    url, jobs = prom
-    nodes, t, _ = jobs[job]
-    return watch_actions(url, nodes, t, passes, jid)
-
-
 def test_1_watch_drains_no_node_of_a_two_model_job(prom) -> None:
-    got = _watch(prom, "K", [float(m) for m in range(9, 17)], "7101")
+    got = job_actions(prom, "K", [float(m) for m in range(9, 17)], "7101")
     assert not any(DRAIN in acts for acts in got.values()), got
 
 
 def test_e1_watch_leaves_the_pcie_node_alone(prom) -> None:
-    assert _watch(prom, "K", [float(m) for m in range(9, 17)], "7102") == {}
+    assert job_actions(prom, "K", [float(m) for m in range(9, 17)], "7102") == {}
 
 
 def test_4_a_locked_node_gets_one_action_whenever_watch_first_sees_the_job(prom) -> None:
-    early = _watch(prom, "L", [float(m) for m in range(9, 13)], "7201")
-    late = _watch(prom, "L", [30.0, 31.0], "7202")
+    early = job_actions(prom, "L", [float(m) for m in range(9, 13)], "7201")
+    late = job_actions(prom, "L", [30.0, 31.0], "7202")
     assert early.get("l03") == late.get("l03"), (early, late)
 
 
 def test_e4_early_and_late_the_bounds_caveat(prom) -> None:
-    early = _watch(prom, "L", [float(m) for m in range(9, 13)], "7203")
-    late = _watch(prom, "L", [30.0, 31.0], "7204")
+    early = job_actions(prom, "L", [float(m) for m in range(9, 13)], "7203")
+    late = job_actions(prom, "L", [30.0, 31.0], "7204")
     assert early == late == {"l03": [f"alert ({BOUND_CAVEAT}: not drained)"]}
 
 
 def test_ok_watch_alerts_a_retransmit_storm_and_never_drains_on_it(prom) -> None:
-    got = _watch(prom, "R", [float(m) for m in range(14, 22)], "7301")
+    got = job_actions(prom, "R", [float(m) for m in range(14, 22)], "7301")
     assert list(got) == ["r03"] and len(got["r03"]) == 1
     assert got["r03"][0].startswith("alert (retransmits may be") and DRAIN not in got["r03"]

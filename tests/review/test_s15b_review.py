@@ -100,7 +100,7 @@ from aegis_slurm.metrics.detect import (
     lambda_2delta,
     zscore_baseline,
 )
-from review.passes import watch_actions
+from review.passes import job_actions, scrapes
 
 STEP = 15.0
 MIN = 60.0
@@ -379,10 +379,7 @@ def _openmetrics(series: list[Series], jobs: dict, t: float) -> str:
             if metric == RETRANS:
                 labels = [f'instance="{host}:9100",job="node"']
             for lab in labels:
-                s = t - 10 * MIN
-                while s <= end + MIN:
-                    lines.append(f"{metric}{{{lab}}} {value(s)!r} {s:.3f}")
-                    s += STEP
+                lines += scrapes(metric, lab, value, t - 10 * MIN, end + MIN, STEP)
     return "\n".join(lines) + "\n# EOF\n"
 
 
@@ -395,25 +392,19 @@ def prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict]]
         yield url, jobs
 
 
-def _watch(prom, job: str, passes: list[float], jid: str) -> dict[str, list[str]]:
-    url, jobs = prom
-    nodes, t, _ = jobs[job]
-    return watch_actions(url, nodes, t, passes, jid)
-
-
 def test_ok_watch_drains_the_gpu_once_its_window_no_longer_holds_the_trickles_start(prom) -> None:
     # watch's 10-minute lookback moves the corrected errors' finding after the Xid's, and the
     # re-opening rule lets the drainable finding through: acted on at minute 38 (Xid at 30)
-    got = _watch(prom, "W", [float(m) for m in range(12, 46, 2)], "8101")
+    got = job_actions(prom, "W", [float(m) for m in range(12, 46, 2)], "8101")
     assert got == {"w04": [f"alert ({SBE_CAVEAT}: not drained)", DRAIN]}
 
 
 def test_2_watch_alerts_a_storm_that_began_at_minute_2(prom) -> None:
-    got = _watch(prom, "S", [float(m) for m in range(14, 24, 2)], "8201")
+    got = job_actions(prom, "S", [float(m) for m in range(14, 24, 2)], "8201")
     assert list(got) == ["s03"], got
 
 
 def test_e2_watch_alerts_the_storm_and_never_drains_it(prom) -> None:
-    got = _watch(prom, "S", [float(m) for m in range(14, 24, 2)], "8202")
+    got = job_actions(prom, "S", [float(m) for m in range(14, 24, 2)], "8202")
     assert list(got) == ["s03"] and len(got["s03"]) == 1
     assert got["s03"][0].startswith("alert (retransmits may be") and DRAIN not in got["s03"]

@@ -75,7 +75,7 @@ from metrics.conftest import served_prometheus
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import LINK_RATE, PORT_COUNT, job_can_cause
 from aegis_slurm.metrics.detect import BOUND_CAVEAT, Params, Result, detect, job_reference
-from review.passes import watch_actions
+from review.passes import scrapes, watch_actions
 
 STEP = 15.0
 MIN = 60.0
@@ -181,11 +181,12 @@ def _port_exposition(t: float) -> str:
         lines.append(f"# TYPE {metric} {'gauge' if metric == LINK_RATE else 'counter'}")
         for host, dev, rate in ports:
             lab = f'device="{dev}",port="1",instance="{host}:9100",job="node"'
-            s = t - 10 * MIN
-            while s <= t + 61 * MIN:
-                v = rate if metric == LINK_RATE else 1e12 + 0.3 * rate * (s - t + 10 * MIN)
-                lines.append(f"{metric}{{{lab}}} {v!r} {s:.3f}")
-                s += STEP
+
+            def value(s: float, rate: float = rate, metric: str = metric) -> float:
+                # a port's rate, or the bytes it received since boot at 30 % of it
+                return rate if metric == LINK_RATE else 1e12 + 0.3 * rate * (s - t + 10 * MIN)
+
+            lines += scrapes(metric, lab, value, t - 10 * MIN, t + 61 * MIN, STEP)
     return "\n".join(lines) + "\n# EOF\n"
 
 
