@@ -125,6 +125,13 @@ class MetricSpec:
     #: in a CPU barrier -- a busy one only when throttled, locked or stuck (corpora v5, v12:
     #: the clocks one-sided without it made a released node its pair's only "candidate")
     busy_only: bool = False
+    #: on the fault side, a busy GPU holds it at its P-state's one value, the SKU's ceiling (a
+    #: data-centre GPU's memory clock): of a pair, the lower node is the one that moved -- the
+    #: other cannot have risen above that value -- so it is measured against the other node
+    #: (``Params.pair_distance``).  Not the SM clock, whose boost follows each GPU's load and
+    #: power, nor memory available, which a rank's phase frees (session-15 review: a pair's
+    #: rank 0 freeing 260 GB left its peer the "low" one)
+    pinned: bool = False
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -318,10 +325,20 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # Round 12: the slowest GPU memory clock (DCGM field 101, in dcgm-exporter's default CSV).
     # Under load a data-centre GPU holds its memory at the P-state's one clock; a GPU left in a
     # lower P-state after a transient (or an HBM throttling itself) runs its memory at half
-    # speed while its SM clock looks normal, and the job waits on it.  Range: HBM3e tops out
-    # near 4 GHz; GDDR7 cards run 14 GHz and widen it from the data
+    # speed while its SM clock looks normal, and the job waits on it.  Range: from 0 to the
+    # data's top -- the SKU's own memory clock, 877 MHz (V100 HBM2) to 14 GHz (GDDR7); a fixed
+    # 4 GHz top (HBM3e) read a V100 stuck at 614 MHz as 7 % off (round 20, corpus v17, seen).
+    # A P-state's memory clock is one quantised value, so the range never shrinks to noise
     MetricSpec(
-        "DCGM_FI_DEV_MEM_CLOCK", "dcgm", "gauge", "min", 0, 4000, fault_side="low", busy_only=True
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "dcgm",
+        "gauge",
+        "min",
+        0,
+        None,
+        fault_side="low",
+        busy_only=True,
+        pinned=True,
     ),
     MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
     MetricSpec(

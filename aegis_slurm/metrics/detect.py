@@ -192,6 +192,12 @@ class Params:
     # ``offset_bound`` (busy clocks: beyond it a lock or a stuck P-state; a port's rate: a link
     # trained low; :func:`bounded_offsets`)
     bounded_offsets: bool = True
+    # in a pair, hardware evidence judged one-sided (a counter, a Xid, a device or port state,
+    # a ``pinned`` clock) is measured against the other node, not the pair's median -- their
+    # mean, which puts the culprit half its gap away and the clean node (zeroed as the healthy
+    # side) the other half (:func:`pair_distance`; round 20, corpora v16/v17, seen: a pair's
+    # memory clock stuck 20 % low read 10 %); False: the median
+    pair_distance: bool = True
 
 
 @dataclass(frozen=True)
@@ -1291,6 +1297,18 @@ def judged_side(
         return spec.fault_side, U <= IDLE_UTIL, ~np.isnan(U).any(axis=0)[None, :]
 
 
+def pair_distance(d: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """A pair's squared distances to their median (the pair's mean: each node half the gap
+    away) as distances to the other node: four times as large where both report.  For a
+    reading judged on one side only (:func:`deviation`), where the healthy node's distance is
+    zeroed: Minder measures a machine against its peers, and a pair's one peer is the other
+    machine.  Anything but a pair is returned as it is."""
+    if N.shape[0] != 2:
+        return d
+    both = ~np.isnan(N).any(axis=0)[None, :]
+    return np.where(both & ~np.isnan(d), np.minimum(4.0 * d, 1.0), d)
+
+
 def deviation(
     aligned: Aligned,
     metric: str,
@@ -1320,6 +1338,7 @@ def deviation(
     sided, idle, known = judged_side(aligned, metric, p)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
+        one_sided = True
         if on_latch_scale(metric, p):
             # one-sided: a node that counted no event is never evidence, however many of its
             # peers did (a job-wide OOM leaves the spared nodes far from the median)
@@ -1337,6 +1356,7 @@ def deviation(
             gap = N - peer_median(N)[None, :]
             benign = ((gap >= 0 if sided == "low" else gap <= 0) & known) | idle
             d = np.where(benign & ~np.isnan(d), 0.0, d)
+            one_sided = spec_for(metric).pinned
         elif p.one_sided_evidence and p.scales and spec_for(metric).scale in HARDWARE_SCALES:
             # one-sided: on these scales high is the fault (an error rate, a hardware Xid, a
             # device lost, a NIC pausing); a node at or under its peers' median is none.  In a
@@ -1345,6 +1365,10 @@ def deviation(
             # a Xid 119 and a Xid 74 in two-node jobs missed)
             under = N - peer_median(N)[None, :] <= 0
             d = np.where(under & ~np.isnan(d), 0.0, d)
+        else:
+            one_sided = False
+        if one_sided and p.pair_distance:
+            d = pair_distance(d, N)
         dev = d if dev is None else np.minimum(dev, d)
     return dev, judged, since
 

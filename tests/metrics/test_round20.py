@@ -1,0 +1,112 @@
+"""Round 20 (designed on corpora v16 and v17, seen): the memory clock on its own SKU's scale
+(0 to the data's top, not a fixed 4 GHz), and a pair's hardware evidence measured against the
+other node (``Params.pair_distance``; catalog ``pinned`` for the memory clock)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aegis_slurm.metrics.align import Aligned
+from aegis_slurm.metrics.catalog import spec_for
+from aegis_slurm.metrics.detect import Params, detect, pair_distance
+
+STEP = 15.0
+TIMES = 1e9 + STEP * np.arange(160)  # 40 min
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+MEMCLK = "DCGM_FI_DEV_MEM_CLOCK"
+SM = "DCGM_FI_DEV_SM_CLOCK"
+AVAIL = "node_memory_MemAvailable_bytes"
+XID = "DCGM_FI_DEV_XID_ERRORS"
+#: memory clocks under load (MHz), as ``nvidia-smi -q`` prints "Max Clocks: Memory": V100 SXM2
+#: HBM2, A100 40GB HBM2, A100 80GB HBM2e, H100 SXM5 HBM3, A40 GDDR6
+SKUS = {"v100": 877.0, "a100_40": 1215.0, "a100_80": 1593.0, "h100": 2619.0, "a40": 7251.0}
+
+
+def _m(minutes: float) -> int:
+    return round(minutes * 60 / STEP)
+
+
+def _memclk(n: int, ceiling: float, stuck: dict[int, float], idle: tuple[int, ...] = ()) -> Aligned:
+    """``n`` busy nodes at the SKU's memory clock; each node in ``stuck`` at that share of it
+    from minute 15; those in ``idle`` with their GPUs idle (util 0, the memory clock at P8's
+    405 MHz) from minute 15."""
+    util = np.full((n, TIMES.size), 98.0)
+    util[:, : _m(2)] = 5.0
+    clock = np.full((n, TIMES.size), ceiling)
+    for i, share in stuck.items():
+        clock[i, _m(15) :] = share * ceiling
+    for i in idle:
+        util[i, _m(15) :] = 0.0
+        clock[i, _m(15) :] = 405.0
+    nodes = [f"n{i:02d}" for i in range(n)]
+    return Aligned(TIMES, nodes, {UTIL: util, MEMCLK: clock}, STEP)
+
+
+def _found(r) -> list[tuple[str, str]]:
+    return [(f.node, f.metric) for f in r.faulty]
+
+
+@pytest.mark.parametrize("sku", sorted(SKUS))
+def test_a_memory_clock_stuck_at_70_percent_is_found_on_every_sku(sku: str) -> None:
+    r = detect(_memclk(8, SKUS[sku], {3: 0.7}), [UTIL, MEMCLK], Params())
+    assert _found(r) == [("n03", MEMCLK)]
+    assert TIMES[_m(15)] < r.faulty[0].first_detected <= TIMES[_m(15)] + 5 * 60
+
+
+def test_the_fixed_4_ghz_top_hid_the_older_skus() -> None:
+    """What the range from the data buys: on 0..4 GHz a V100's 263 MHz drop read 0.07, under
+    the 0.12 threshold; on 0..877 MHz it reads 0.30."""
+    spec = spec_for(MEMCLK)
+    assert spec.lo == 0 and spec.hi is None and spec.pinned
+    for sku in ("v100", "a100_40"):
+        gap = 0.3 * SKUS[sku]
+        assert gap / 4000 < Params().threshold < gap / SKUS[sku]
+
+
+def test_healthy_memory_clocks_stay_quiet() -> None:
+    # a node whose GPUs idle (an elastic job's released node, a rank waiting in a CPU barrier)
+    # drops its memory clock to P8's by design: the busy gate (the utilisation itself is
+    # another metric's evidence)
+    assert detect(_memclk(8, SKUS["h100"], {}, idle=(3,)), [MEMCLK], Params()).faulty == []
+    # a 5 % dip (another P-state's clock on a few GDDR parts) stays under the threshold
+    assert detect(_memclk(8, SKUS["a40"], {3: 0.95}), [UTIL, MEMCLK], Params()).faulty == []
+    # a pair whose second node idles: not its pair's candidate either
+    assert detect(_memclk(2, SKUS["h100"], {}, idle=(1,)), [MEMCLK], Params()).faulty == []
+
+
+def test_a_pairs_stuck_memory_clock_is_found_against_the_other_node() -> None:
+    """Corpora v16/v17 (seen): a pair's node stuck at 80 % was each node 10 % from the pair's
+    mean; against the other node it is 20 %."""
+    a = _memclk(2, SKUS["h100"], {1: 0.8})
+    assert _found(detect(a, [UTIL, MEMCLK], Params())) == [("n01", MEMCLK)]
+    assert detect(a, [UTIL, MEMCLK], Params(pair_distance=False)).faulty == []
+
+
+def test_pair_distance_is_a_pairs_only() -> None:
+    d = np.array([[0.01, 0.02, np.nan], [0.0, 0.5, 0.04]])
+    N = np.array([[0.9, 0.8, np.nan], [0.8, 0.1, 0.7]])
+    out = pair_distance(d, N)
+    # both measured: four times (the gap, not half of it), at most full scale; a step where
+    # either is missing keeps its value
+    np.testing.assert_allclose(out, [[0.04, 0.08, np.nan], [0.0, 1.0, 0.04]])
+    three = np.vstack([d, d[:1]])
+    assert pair_distance(three, np.vstack([N, N[:1]])) is three
+
+
+def test_readings_a_phase_moves_keep_the_pairs_median() -> None:
+    """Not pinned: an SM clock's boost follows its GPU's load, and memory available is what a
+    rank's phase frees -- of a pair, the other node may be the one that moved."""
+    assert not spec_for(SM).pinned and not spec_for(AVAIL).pinned
+    rng = np.random.default_rng(20)
+    A = 1.76e12 + rng.normal(0, 3e9, (2, TIMES.size))
+    A[0, _m(20) : _m(40)] += 2.6e11  # rank 0 frees 260 GB while its peer waits
+    a = Aligned(TIMES, ["n00", "n01"], {AVAIL: A}, STEP)
+    assert detect(a, [AVAIL], Params()).faulty == []
+
+
+def test_a_pairs_hardware_xid_is_found_against_the_other_node() -> None:
+    X = np.zeros((2, TIMES.size))
+    X[1, _m(15) :] = 79.0  # fell off the bus
+    a = Aligned(TIMES, ["n00", "n01"], {XID: X}, STEP)
+    assert _found(detect(a, [XID], Params())) == [("n01", XID)]
