@@ -132,6 +132,11 @@ class MetricSpec:
     #: power, nor memory available, which a rank's phase frees (session-15 review: a pair's
     #: rank 0 freeing 260 GB left its peer the "low" one)
     pinned: bool = False
+    #: a reading the GPUs' own work drives up (utilisation, power, temperature, tensor duty):
+    #: above its peers' while the node's GPUs work and theirs idle, it is a rank working alone
+    #: -- rank 0 evaluating, sampling or saving while the others wait in a CPU barrier -- and
+    #: no evidence (``Params.working_alone``; corpus v16, seen: four healthy jobs alarmed)
+    load_driven: bool = False
 
 
 #: the scales whose evidence is the machine's hardware speaking for itself: a hardware Xid, a
@@ -309,8 +314,17 @@ _NIC_SPEED_EXPR = "clamp_min(last_over_time({sel}[{lookback}s]), 0)"
 #: The default set: the issue's twelve metrics, the per-device minima of the IB receive rate
 #: and of the NVLink counter, the last Xid and the GPU and IB port counts.
 DEFAULT_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100),
-    MetricSpec("DCGM_FI_DEV_POWER_USAGE", "dcgm", "gauge", "min", 0, 700, evidence="coupled"),
+    MetricSpec("DCGM_FI_DEV_GPU_UTIL", "dcgm", "gauge", "min", 0, 100, load_driven=True),
+    MetricSpec(
+        "DCGM_FI_DEV_POWER_USAGE",
+        "dcgm",
+        "gauge",
+        "min",
+        0,
+        700,
+        evidence="coupled",
+        load_driven=True,
+    ),
     MetricSpec(
         "DCGM_FI_DEV_SM_CLOCK",
         "dcgm",
@@ -340,9 +354,17 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         busy_only=True,
         pinned=True,
     ),
-    MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100),
+    MetricSpec("DCGM_FI_DEV_GPU_TEMP", "dcgm", "gauge", "max", 20, 100, load_driven=True),
     MetricSpec(
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "dcgm", "gauge", "min", 0, 1, "job", evidence="coupled"
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "dcgm",
+        "gauge",
+        "min",
+        0,
+        1,
+        "job",
+        evidence="coupled",
+        load_driven=True,
     ),
     MetricSpec(
         "DCGM_FI_PROF_PCIE_TX_BYTES", "dcgm", "gauge", "min", 0, 32e9, "job", evidence="coupled"
@@ -497,7 +519,7 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
     # bandwidth.  A GPU without the sensor reads DCGM's blank (dropped when aligning, like
     # every DCGM blank); a node without it is not judged on it.  Range: HBM3/HBM3e's
     # operating range tops out around 105 degC
-    MetricSpec("DCGM_FI_DEV_MEMORY_TEMP", "dcgm", "gauge", "max", 20, 110),
+    MetricSpec("DCGM_FI_DEV_MEMORY_TEMP", "dcgm", "gauge", "max", 20, 110, load_driven=True),
     # the share of time the node's NICs pause their links (PFC or global pause), in us/s: a NIC
     # that sends pause cannot absorb what the network delivers -- its host side is behind
     # (mlx5 counters.rst: "the adapter is congested"), the node's own state, where the pause

@@ -198,6 +198,10 @@ class Params:
     # side) the other half (:func:`pair_distance`; round 20, corpora v16/v17, seen: a pair's
     # memory clock stuck 20 % low read 10 %); False: the median
     pair_distance: bool = True
+    # a node whose GPUs work while its peers' idle (:func:`working_alone`) is no outlier above
+    # them on what that work drives up (catalog ``load_driven``): rank 0 evaluating while the
+    # others wait in a gloo barrier (round 20, corpus v16, seen); False: it is
+    working_alone: bool = True
 
 
 @dataclass(frozen=True)
@@ -1309,6 +1313,31 @@ def pair_distance(d: np.ndarray, N: np.ndarray) -> np.ndarray:
     return np.where(both & ~np.isnan(d), np.minimum(4.0 * d, 1.0), d)
 
 
+def working_alone(aligned: Aligned, p: Params) -> np.ndarray | bool:
+    """Nodes x steps: the node's GPUs work (utilisation above :data:`IDLE_UTIL`) while its
+    peers' idle -- their median at or under it, in a pair the other node's; unknown (a blank)
+    is neither.  False without utilisation.
+
+    In synchronous training the ranks wait for each other *on the GPU*: a peer blocked in a
+    collective spins at full utilisation.  Peers whose GPUs idle are waiting elsewhere -- in
+    a CPU barrier while rank 0 evaluates, samples or writes alone -- and the one node at work
+    then is doing its role, not failing.  A node idle too (a fan failing through a job-wide
+    pause) is not working alone: its heat stays evidence."""
+    if UTILISATION not in aligned.data:
+        return False
+    U = series(aligned, UTILISATION, p)
+    if U.shape[0] < 2:
+        return False
+    if U.shape[0] == 2:
+        peers = U[::-1]
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            peers = np.broadcast_to(np.nanmedian(U, axis=0)[None, :], U.shape)
+    with np.errstate(invalid="ignore"):
+        return (U > IDLE_UTIL) & (peers <= IDLE_UTIL)
+
+
 def deviation(
     aligned: Aligned,
     metric: str,
@@ -1336,6 +1365,7 @@ def deviation(
     arrays, since = prepare(aligned, metric, p, ref, ignore, late)
     healthy = reference_statistic(metric, p) if spec_for(metric).hardware else None
     sided, idle, known = judged_side(aligned, metric, p)
+    alone = p.working_alone and spec_for(metric).load_driven and working_alone(aligned, p)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
         one_sided = True
@@ -1367,6 +1397,14 @@ def deviation(
             d = np.where(under & ~np.isnan(d), 0.0, d)
         else:
             one_sided = False
+        if alone is not False:
+            # the node at work, above its peers; in a pair also the other, below the pair's
+            # mean by as much (its one peer's phase, not its fault)
+            gap = N - peer_median(N)[None, :]
+            excused = (gap > 0) & alone
+            if N.shape[0] == 2:
+                excused |= (gap < 0) & alone[::-1]
+            d = np.where(excused & ~np.isnan(d), 0.0, d)
         if one_sided and p.pair_distance:
             d = pair_distance(d, N)
         dev = d if dev is None else np.minimum(dev, d)

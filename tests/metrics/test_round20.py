@@ -9,7 +9,7 @@ import pytest
 
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import spec_for
-from aegis_slurm.metrics.detect import Params, detect, pair_distance
+from aegis_slurm.metrics.detect import Params, detect, pair_distance, working_alone
 
 STEP = 15.0
 TIMES = 1e9 + STEP * np.arange(160)  # 40 min
@@ -110,3 +110,63 @@ def test_a_pairs_hardware_xid_is_found_against_the_other_node() -> None:
     X[1, _m(15) :] = 79.0  # fell off the bus
     a = Aligned(TIMES, ["n00", "n01"], {XID: X}, STEP)
     assert _found(detect(a, [XID], Params())) == [("n01", XID)]
+
+
+# ---- a rank working alone (``Params.working_alone``, catalog ``load_driven``) -----------------
+
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+TEMP = "DCGM_FI_DEV_GPU_TEMP"
+
+
+def _phase(n: int, busy: tuple[int, ...], peers_util: float, hot: dict[int, float]) -> Aligned:
+    """``n`` nodes training (util 98, 650 W, 64 °C) with a 10-minute phase from minute 15 in
+    which the nodes in ``busy`` keep working (util 100, 350 W, 50 °C) and the others sit at
+    ``peers_util`` (110 W, 34 °C); each node in ``hot`` that many °C hotter from minute 15."""
+    shape = (n, TIMES.size)
+    util, power, temp = np.full(shape, 98.0), np.full(shape, 650.0), np.full(shape, 64.0)
+    util[:, : _m(2)] = 5.0
+    phase = slice(_m(15), _m(25))
+    for i in range(n):
+        if i in busy:
+            util[i, phase], power[i, phase], temp[i, phase] = 100.0, 350.0, 50.0
+        else:
+            util[i, phase], power[i, phase], temp[i, phase] = peers_util, 110.0, 34.0
+    for i, dt in hot.items():
+        temp[i, _m(15) :] += dt
+    nodes = [f"n{i:02d}" for i in range(n)]
+    return Aligned(TIMES, nodes, {UTIL: util, POWER: power, TEMP: temp}, STEP)
+
+
+def test_rank_0_evaluating_while_its_peers_wait_in_a_cpu_barrier_stays_quiet() -> None:
+    """Corpus v16 (seen): rank 0 evaluates for 8-10 minutes while the other ranks wait in a
+    gloo barrier (GPUs idle): rank 0 was reported on power (its GPUs 16 °C warmer
+    corroborating) and, in a 4-node job, on utilisation."""
+    pri = [UTIL, POWER, TEMP]
+    for n in (2, 4, 24):
+        a = _phase(n, busy=(0,), peers_util=2.0, hot={})
+        assert detect(a, pri, Params()).faulty == [], n
+        if n > 2:  # a pair's two were both "candidates" without the rule: neither stood out
+            assert _found(detect(a, pri, Params(working_alone=False)))[0][0] == "n00", n
+
+
+def test_a_node_waiting_with_the_others_keeps_its_evidence() -> None:
+    # the peers spin in a collective (util 100) while one node works at full power: a
+    # straggler's pattern, not a rank alone -- the rule does not apply
+    a = _phase(8, busy=(0,), peers_util=100.0, hot={})
+    assert not np.asarray(working_alone(a, Params())).any()
+    # a fan failing: 20 °C hotter through the job-wide pause too, idle like its peers
+    a = _phase(8, busy=(), peers_util=2.0, hot={3: 20.0})
+    assert _found(detect(a, [TEMP], Params())) == [("n03", TEMP)]
+    # below its idle peers is never excused: the rule only drops a working node's *higher*
+    # reading (a node at work whose GPUs run 20 °C cooler than idle ones is no rank alone)
+    assert spec_for(TEMP).load_driven and spec_for(POWER).load_driven
+    assert not spec_for(MEMCLK).load_driven and not spec_for(SM).load_driven
+
+
+def test_working_alone_reads_a_pair_against_the_other_node() -> None:
+    a = _phase(2, busy=(0,), peers_util=2.0, hot={})
+    alone = np.asarray(working_alone(a, Params()))
+    assert alone[0, _m(16)] and not alone[1, _m(16)] and not alone[:, _m(5)].any()
+    # an unknown utilisation is neither busy nor idle
+    a.data[UTIL][1, _m(16)] = np.nan
+    assert not np.asarray(working_alone(a, Params()))[:, _m(16)].any()
