@@ -64,7 +64,7 @@ a pair the node that never moved is reported, with no caveat.
   0..1,593 MHz it is 23.7 %, and ``minder`` (``--json``) reports it FAULTY on
   ``DCGM_FI_DEV_MEM_CLOCK`` with no caveat, in jobs of 3 and 8 nodes alike (``watch``, whose
   stored reference lacks the node, alerts it "no per-node reference for this node" and does
-  not drain -- by reading of watch.py, not tested here).  Correct: a node held under
+  not drain: ``test_e3_watch_...``).  Correct: a node held under
   its peers from its first sample without a reference is the bound's case -- another GPU
   model reads the same as a stuck P-state -- alerted with :data:`detect.BOUND_CAVEAT`, never
   a verdict.  Suggested fix: on a metric where SKUs differ (the memory clock), a node judged
@@ -246,6 +246,22 @@ def _dcgm_exposition(t: float) -> str:
                     return round(0.8 * top) if slow and s < t + 20 * MIN else top
 
                 lines += scrapes(metric, lab, value, t - 10 * MIN, t + 41 * MIN, STEP)
+        # job A (finding 3): a00, a01 A100 80 GB, a02 an A100 40 GB whose dcgm-exporter
+        # answers from minute 12
+        for host, clock in (("a00", SKUS["a100_80"]), ("a01", SKUS["a100_80"]), ("a02", A100_40)):
+            lab = f'gpu="0",UUID="GPU-{host}-0",Hostname="{host}",job="dcgm"'
+
+            def busy(s: float, clock: float = clock, metric: str = metric) -> float:
+                if metric == UTIL:
+                    return 5.0 if s < t + 2 * MIN else 98.0
+                return clock
+
+            first = t + 12 * MIN if host == "a02" else t - 10 * MIN
+            lines += scrapes(metric, lab, busy, first, t + 41 * MIN, STEP)
+    lines.append(f"# TYPE {LOAD} gauge")
+    for host in ("w00", "w01", "a00", "a01", "a02"):
+        lab = f'instance="{host}:9100",job="node"'
+        lines += scrapes(LOAD, lab, lambda s: 30.0, t - 10 * MIN, t + 41 * MIN, STEP)
     return "\n".join(lines) + "\n# EOF\n"
 
 
@@ -280,6 +296,21 @@ def test_1_watch_does_not_drain_the_pairs_unchanged_node(prom) -> None:
 def test_e1_watch_gives_the_unchanged_node_the_drain_action(prom) -> None:
     # with its stored reference (the job's minutes 5-10: w00 slow) and no caveat
     assert _pair_watch(prom, "8102") == {"w01": ["alert"]}
+
+
+def test_e3_watch_alerts_the_late_a100_40gb_node_without_draining_it(prom) -> None:
+    url, t = prom
+    cfg = MinderConfig(watch=WatchConfig(drain=False, syslog=False))
+    state: dict = {}
+    got: dict[str, list[str]] = {}
+    for m in range(13, 33):
+        now = t + m * MIN
+        job = JobWindow("8301", ["a00", "a01", "a02"], t, now)
+        rep = run_pass(cfg, url, [job], now, state)
+        assert rep.jobs_checked == 1 and rep.prometheus_ok, rep.errors
+        for inc in rep.new:
+            got.setdefault(inc["node"], []).append(inc["action"])
+    assert got == {"a02": ["alert (no per-node reference for this node)"]}
 
 
 # ---- finding 2: a pair's NIC speed -- a NIC coming up mid-job reports the other node -------
