@@ -13,29 +13,35 @@ severity.
 * 1 (a real fault MISSED, through ``watch`` too -- the main risk the brief named): **a GPU
   hung at 100 % utilisation whose peers gave up on it.**  The rule assumes that a busy node
   with idle peers is *doing its role*; it is just as often the one node that cannot stop.
-  n03's GPU hangs in a kernel at minute 15 (no Xid: on Linux a compute-only GPU has no kernel
+  n03's GPUs hang in a kernel at minute 15 (no Xid: on Linux a compute-only GPU has no kernel
   execution timeout, and an NCCL or data-corruption hang logs nothing); its peers spin in the
   all-reduce at full utilisation (NCCL waits on the GPU, so nothing differs), and at minute
   25 PyTorch's NCCL watchdog times the collective out and takes their processes down
   ("Watchdog caught collective operation timeout ... To avoid data inconsistency, we are
   taking the entire process down", vllm-project/vllm#5484; NCCL itself has no watchdog,
-  NVIDIA/nccl#1260).  n03's own watchdog cannot tear its process down while a CUDA call hangs
+  NVIDIA/nccl#1260).  n03's process cannot be torn down while its CUDA calls hang
   ("ProcessGroupNCCL's watchdog got stuck ... indicates a NCCL/CUDA API hang",
   snowflakedb/ArcticTraining#219), so its GPUs stay at 100 % while the peers' read 0 -- and the
   job keeps running until its time limit: srun does not kill the remaining tasks of a step when
-  one exits non-zero unless ``--kill-on-bad-exit``/``KillOnBadExit`` is set (srun(1); 0 by
-  default), and a torchrun peer whose workers failed waits in its c10d rendezvous on the CPU.
-  Before 165ca7b n03 is found on utilisation at minute 29 (100 % against a median of 0: the
-  one machine that must be drained, since its GPU needs a reset); with it n03 is "working
-  alone" on every load-driven reading, nothing else differs (a hung GPU keeps its clocks up),
-  and ``minder --job`` and ``watch`` report **nothing** for the rest of the job.  Suggested
-  fix: a node working alone is excused only for a bounded phase (the motivating evaluation
-  lasts 8-10 minutes; excuse at most ``FLAP_WINDOW``, or not once its peers have stayed idle
-  for a continuity *and then left*), and never on utilisation itself -- the rule should drop
-  what the work *drives* (power, heat, tensor duty), while a node alone on utilisation for
-  longer than any evaluation is exactly Minder's signal; or require the peers' *exporters'*
-  job processes to still be present (the peers' memory used / ``DCGM_FI_DEV_FB_USED`` above
-  idle: ranks waiting in a barrier hold their memory, ranks that died freed it).
+  one exits non-zero unless ``--kill-on-bad-exit``/``KillOnBadExit`` is set (srun(1), from
+  memory: not found in the reference corpus; 0 by default), and a torchrun peer whose workers
+  failed waits in its c10d rendezvous on the CPU.  The node reads "alone" only when *every* one
+  of its GPUs stays busy (the utilisation is the node's lowest GPU): one process driving all of
+  a host's GPUs (JAX's one process per host, TensorFlow's MirroredStrategy), or a node-wide hang
+  (its NVSwitch fabric, its driver) that leaves every local rank's kernel resident.  With one
+  process per GPU and a single GPU hung, its seven local ranks exit like the peers, the node's
+  lowest GPU reads idle and it is still found on its hottest GPU (``test_ok_``): the rule's
+  own aggregation limits the damage.  Before 165ca7b n03 is found on utilisation at minute 29
+  (100 % against a median of 0: the one machine that must be drained, its GPUs need a reset;
+  watch acts with the drainable bare "alert"); with it n03 is "working alone" on every
+  load-driven reading, nothing else differs (a hung GPU keeps its clocks up), and ``minder
+  --job`` and ``watch`` report **nothing** for the remaining 35 minutes -- in an 8-, 3- and
+  24-node job alike.  Suggested fix: excuse a node working alone for a bounded phase only
+  (the motivating evaluations last 8-10 minutes: past, say, 15 minutes alone -- or once its
+  peers have been idle for a continuity and stay so to the window's end, ``idle_since`` -- it
+  is evidence again); or require the peers to still hold the job (``DCGM_FI_DEV_FB_USED``,
+  in dcgm-exporter's default counters: ranks waiting in a barrier keep their GPU memory, ranks
+  whose processes died freed it).
 
 * 2 (a real fault MISSED): **a foreign GPU process seen only in the job's pauses.**  A process
   that is not the job's -- a previous job's rank left in uninterruptible sleep that
@@ -57,8 +63,8 @@ severity.
   job's GPUs), so a job packed 8+4+4+4 on 8-GPU nodes (``--gpus=20``, ``-n 20
   --gpus-per-task=1``) reads 0 on the three half-used nodes throughout: n00 "works alone" for
   the entire job, and a fan failing on n00 at minute 20 (GPU 18 °C and HBM 10 °C hotter than
-  before, still at its load) is excused; before 165ca7b it was found on GPU temperature (the
-  reference offset absorbs the constant utilisation difference).  Suggested fix: the node's
+  before, still at its load) is excused; before 165ca7b it was found on GPU temperature at minute
+  24 (the reference offset absorbs the constant utilisation difference).  Suggested fix: the node's
   reference offset applies to the rule as to the distances -- "alone" must be a *change* from
   the node's reference (its utilisation offset in the reference span already says it is busier
   than its peers by design), or restrict the utilisation to the job's GPUs (dcgm-exporter's
@@ -75,7 +81,9 @@ severity.
   ``max`` reading the node's *busiest* GPU (the max utilisation) against its peers' busiest,
   i.e. pair each load-driven metric's aggregation with the utilisation's same aggregation.
 
-Withstood (``test_ok_``): a GPU hung while the peers still spin in NCCL (util 100 everywhere)
+Withstood (``test_ok_``): finding 1 with one process per GPU and a single GPU hung (its local
+ranks exit with the peers; the node's lowest GPU reads idle) is still found on temperature; a
+GPU hung while the peers still spin in NCCL (util 100 everywhere)
 is untouched by the rule (nothing to excuse); a fan failing on an *idle* peer while rank 0
 works alone stays found on temperature; rank 0 working alone in a 3-node job is quiet (the
 median is the idle pair's); blank utilisation (a whole column, a node without the series, a
@@ -331,6 +339,18 @@ def test_e4_rank_0_on_one_gpu_is_reported_on_temperature_with_or_without_the_rul
 
 
 # ---- withstood -----------------------------------------------------------------------------------
+
+
+def test_ok_one_hung_gpu_among_exited_local_ranks_is_still_found() -> None:
+    # one process per GPU: n03's seven healthy local ranks time out and exit with the peers;
+    # its hung GPU alone stays busy -- the node's lowest GPU idles, its hottest is 11 °C up
+    d = _training(8)
+    _hung(d, range(8), slice(_m(15), _m(25)))
+    _idle(d, range(8), slice(_m(25), None))
+    d[TEMP][3, _m(25) :], d[MEMTEMP][3, _m(25) :] = 45.0, 50.0
+    a = _aligned(d)
+    assert not np.asarray(working_alone(a, Params())).any()
+    assert _found(a) == _found(a, working_alone=False) == [("n03", TEMP)]
 
 
 def test_ok_a_hang_while_the_peers_still_spin_in_nccl_is_untouched() -> None:
