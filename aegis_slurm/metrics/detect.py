@@ -200,8 +200,12 @@ class Params:
     pair_distance: bool = True
     # a node whose GPUs work while its peers' idle (:func:`working_alone`) is no outlier above
     # them on what that work drives up (catalog ``load_driven``): rank 0 evaluating while the
-    # others wait in a gloo barrier (round 20, corpus v16, seen); False: it is
+    # others wait in a gloo barrier (round 20, corpus v16, seen); False: it is.  For at most
+    # ``alone_span`` seconds of a run: a rank's evaluation, sample or save takes minutes; a
+    # node busy for a quarter of an hour while its peers idle holds them up -- a GPU hung in a
+    # kernel after the peers' watchdog killed them (second session-16 review)
     working_alone: bool = True
+    alone_span: float = 900.0
 
 
 @dataclass(frozen=True)
@@ -507,6 +511,10 @@ def reference_offsets(
 BOUND_CAVEAT = (
     "held under its peers' from its first samples beyond hardware variation: locked clocks, a "
     "stuck P-state, a link trained low -- or another GPU model or fabric in the job"
+)
+NO_REFERENCE_CAVEAT = (
+    "judged without a reference of its own (it reported only after the job's reference span): "
+    "the gap may be its GPU model's or fabric's"
 )
 
 
@@ -1281,11 +1289,18 @@ def judged_side(
 ) -> tuple[str | None, np.ndarray | bool, np.ndarray | bool]:
     """The side of its peers a fault puts a node on (catalog ``fault_side``; None: both, or
     ``one_sided_evidence`` off); where the node's reading is no evidence whatever its side
-    (nodes x steps): for a ``busy_only`` metric, where its GPUs idle (:data:`IDLE_UTIL`); and
-    where the side is judged at all: for a ``busy_only`` metric, the steps at which every
-    node's utilisation is known -- a step without it (a blank, a node without the series, a
-    job without any) stays two-sided, as before round 18 (third review of session 15: a released
-    node with a blank utilisation was its pair's only "candidate")."""
+    (nodes x steps): for a ``busy_only`` metric, where its GPUs idle (:data:`IDLE_UTIL`) *or
+    its utilisation is unknown* (a blank, a node without the series: it may be idle); and
+    where the side is judged at all: nowhere in a job without utilisation, or with a node that
+    has none in the window (another counters CSV) -- two-sided, as before round 18.
+
+    The third review of session 15 found a released node with a blank utilisation its pair's
+    only "candidate"; steps with any blank were judged two-sided then.  That made the pair's
+    healthy node, blank one step in four, as far as the culprit at those steps on the SKU's
+    own memory-clock scale -- both candidates, both dropped (session-16 review): a node's
+    reading on the healthy side is no evidence whatever its utilisation, and on the fault
+    side only where its GPUs are known to work.  A node without the series at all could be
+    idle throughout; its peers' side zeroed would leave it its pair's only candidate."""
     spec = spec_for(metric)
     if not (p.one_sided_evidence and p.scales and spec.fault_side):
         return None, False, False
@@ -1294,35 +1309,58 @@ def judged_side(
     if UTILISATION not in aligned.data:
         return None, False, False
     U = series(aligned, UTILISATION, p)
-    # a step is judged one-sided only where every node's utilisation is known: one node's
-    # unknown reads neither busy nor idle, and its peer's side alone zeroed would leave it
-    # its pair's only "candidate"
     with np.errstate(invalid="ignore"):
-        return spec.fault_side, U <= IDLE_UTIL, ~np.isnan(U).any(axis=0)[None, :]
+        if np.isnan(U).all(axis=1).any():
+            return spec.fault_side, U <= IDLE_UTIL, False
+        return spec.fault_side, ~(U > IDLE_UTIL), True
 
 
-def pair_distance(d: np.ndarray, N: np.ndarray) -> np.ndarray:
-    """A pair's squared distances to their median (the pair's mean: each node half the gap
-    away) as distances to the other node: four times as large where both report.  For a
-    reading judged on one side only (:func:`deviation`), where the healthy node's distance is
-    zeroed: Minder measures a machine against its peers, and a pair's one peer is the other
-    machine.  Anything but a pair is returned as it is."""
-    if N.shape[0] != 2:
-        return d
-    both = ~np.isnan(N).any(axis=0)[None, :]
-    return np.where(both & ~np.isnan(d), np.minimum(4.0 * d, 1.0), d)
+def _shifted(X: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` (nodes x steps) moved ``k`` steps later and earlier, NaN where nothing moved in."""
+    pad = np.full((X.shape[0], k), np.nan)
+    return (
+        np.concatenate([X[:, k:], pad], axis=1),
+        np.concatenate([pad, X[:, :-k]], axis=1),
+    )
+
+
+def pair_gap(N: np.ndarray, lag: int = 0) -> np.ndarray:
+    """A pair's squared distances each to the *other* node (the nearest of its readings within
+    ``lag`` steps, as :func:`peer_deviation` allows for scrape offsets), not to the pair's
+    median -- their mean, half the gap away.  NaN where the node has no reading or the other
+    none within the lag: the pair's one peer unknown, neither near nor far (a median of the
+    node's own reading alone read it as 0 -- session-16 review).  Only for a pair."""
+    other = N[::-1]
+    out = (N - other) ** 2
+    for k in range(1, min(lag, N.shape[1] - 1) + 1):
+        for shifted in _shifted(other, k):
+            out = np.fmin(out, (N - shifted) ** 2)
+    return np.minimum(out, 1.0)
+
+
+def pair_other(N: np.ndarray, lag: int = 0) -> np.ndarray:
+    """Per node of a pair, the other's reading at each step -- where it has none, its nearest
+    within ``lag`` steps (NaN: none): the pair's one peer, for the side a node is on."""
+    other = N[::-1].copy()
+    for k in range(1, min(lag, N.shape[1] - 1) + 1):
+        for shifted in _shifted(N[::-1], k):
+            other = np.where(np.isnan(other), shifted, other)
+    return other
 
 
 def working_alone(aligned: Aligned, p: Params) -> np.ndarray | bool:
     """Nodes x steps: the node's GPUs work (utilisation above :data:`IDLE_UTIL`) while its
     peers' idle -- their median at or under it, in a pair the other node's; unknown (a blank)
-    is neither.  False without utilisation.
+    is neither -- for the first ``p.alone_span`` seconds of each such run seen to begin in
+    the window (a blank does not end a run).  False without utilisation.
 
     In synchronous training the ranks wait for each other *on the GPU*: a peer blocked in a
     collective spins at full utilisation.  Peers whose GPUs idle are waiting elsewhere -- in
     a CPU barrier while rank 0 evaluates, samples or writes alone -- and the one node at work
     then is doing its role, not failing.  A node idle too (a fan failing through a job-wide
-    pause) is not working alone: its heat stays evidence."""
+    pause) is not working alone: its heat stays evidence.  Nor is one busy past the span: a
+    GPU hung in a kernel, the peers gone idle when their watchdog killed them.
+    """
     if UTILISATION not in aligned.data:
         return False
     U = series(aligned, UTILISATION, p)
@@ -1335,7 +1373,20 @@ def working_alone(aligned: Aligned, p: Params) -> np.ndarray | bool:
             warnings.simplefilter("ignore", RuntimeWarning)
             peers = np.broadcast_to(np.nanmedian(U, axis=0)[None, :], U.shape)
     with np.errstate(invalid="ignore"):
-        return (U > IDLE_UTIL) & (peers <= IDLE_UTIL)
+        alone = (U > IDLE_UTIL) & (peers <= IDLE_UTIL)
+        broken = (U <= IDLE_UTIL) | (peers > IDLE_UTIL)  # known not alone: a run ends
+    t = aligned.times
+    for i in np.flatnonzero(alone.any(axis=1)):
+        # each run's first alone step: the first after the last step known not alone; a run
+        # the window opens on began before it, for how long is unknown (``watch`` reads ten
+        # minutes): no excuse
+        run = np.cumsum(broken[i])
+        first = {}
+        for j in np.flatnonzero(alone[i]):
+            first.setdefault(run[j], t[j])
+            if run[j] == 0 or t[j] - first[run[j]] >= p.alone_span:
+                alone[i, j] = False
+    return alone
 
 
 def deviation(
@@ -1366,47 +1417,56 @@ def deviation(
     healthy = reference_statistic(metric, p) if spec_for(metric).hardware else None
     sided, idle, known = judged_side(aligned, metric, p)
     alone = p.working_alone and spec_for(metric).load_driven and working_alone(aligned, p)
+    pair = p.pair_distance and len(aligned.nodes) == 2
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
-        one_sided = True
+        # the one side of its peers that is no fault (None: both may be), the side a fault
+        # puts a node on (+1 above, -1 below) and the steps a pair is measured node to node
+        benign, fault, versus = None, 1, True
+        # the peers' typical reading: a pair's is the other node's (its median would be the
+        # node's own reading wherever the other lost a scrape)
+        gap = N - (pair_other(N, p.lag) if pair else peer_median(N)[None, :])
         if on_latch_scale(metric, p):
             # one-sided: a node that counted no event is never evidence, however many of its
             # peers did (a job-wide OOM leaves the spared nodes far from the median)
-            d = np.where(np.nan_to_num(N) > 0.5, d, np.where(np.isnan(d), d, 0.0))
+            benign = ~(np.nan_to_num(N) > 0.5)
         elif healthy is not None:
             # one-sided too: a hardware state on the healthy side of the peers' is no fault --
             # a port that came up mid-job, the one node a switch upgrade left at full speed,
             # a flapping indicator that fell back to 0 (session-13 review)
-            gap = N - peer_median(N)[None, :]
-            well = gap >= 0 if healthy == "max" else gap <= 0
-            d = np.where(well & ~np.isnan(d), 0.0, d)
+            benign = gap >= 0 if healthy == "max" else gap <= 0
+            fault = -1 if healthy == "max" else 1
         elif sided is not None:
             # a physical reading whose other side is no machine's fault (catalog
             # ``fault_side``: rank 0 evaluating alone frees host memory its peers hold)
-            gap = N - peer_median(N)[None, :]
             benign = ((gap >= 0 if sided == "low" else gap <= 0) & known) | idle
-            d = np.where(benign & ~np.isnan(d), 0.0, d)
-            one_sided = spec_for(metric).pinned
+            fault = -1 if sided == "low" else 1
+            # node to node only on a pinned reading, and where the side is judged at all
+            versus = known if spec_for(metric).pinned else False
         elif p.one_sided_evidence and p.scales and spec_for(metric).scale in HARDWARE_SCALES:
             # one-sided: on these scales high is the fault (an error rate, a hardware Xid, a
             # device lost, a NIC pausing); a node at or under its peers' median is none.  In a
             # two-node job the median is the pair's mean, and the clean node sits as far from
             # it as the culprit: both "candidates" of two, a job-wide state (corpus v12, seen:
             # a Xid 119 and a Xid 74 in two-node jobs missed)
-            under = N - peer_median(N)[None, :] <= 0
-            d = np.where(under & ~np.isnan(d), 0.0, d)
-        else:
-            one_sided = False
+            benign = gap <= 0
+        if pair and benign is not None and versus is not False:
+            # a pair's one peer is the other machine (:attr:`Params.pair_distance`) -- where
+            # the node's own readings, uncorrected, put it on the fault's side of the other's:
+            # a reference taken while the *other* was low would otherwise put the one that
+            # never moved there once the other recovers (session-16 review)
+            R = scale(series(aligned, metric, p), metric, p)
+            moved = fault * (R - pair_other(R, p.lag)) > 0
+            d = np.where(versus & moved & ~np.isnan(N), pair_gap(N, p.lag), d)
+        if benign is not None:
+            d = np.where(benign & ~np.isnan(d), 0.0, d)
         if alone is not False:
             # the node at work, above its peers; in a pair also the other, below the pair's
             # mean by as much (its one peer's phase, not its fault)
-            gap = N - peer_median(N)[None, :]
             excused = (gap > 0) & alone
             if N.shape[0] == 2:
                 excused |= (gap < 0) & alone[::-1]
             d = np.where(excused & ~np.isnan(d), 0.0, d)
-        if one_sided and p.pair_distance:
-            d = pair_distance(d, N)
         dev = d if dev is None else np.minimum(dev, d)
     return dev, judged, since
 
@@ -1898,16 +1958,32 @@ def with_caveats(
     if not found:
         return found
     why = caveat(metric)
-    if why is None and p.bounded_offsets and p.scales and spec_for(metric).offset_bound:
+    spec = spec_for(metric)
+    if why is None and p.bounded_offsets and p.scales and (spec.offset_bound or spec.pinned):
         if offsets is not None and p.baseline > 0:
+            # watch: a node missing from the stored offsets is alerted by watch itself
             beyond = set((offsets.get(metric) or {}).get("beyond", []))
+            unreferenced: set[str] = set()
         elif p.baseline > 0:
             X = series(aligned, metric, p)
-            mask = window_reference(aligned, X, metric, p, ignore, late)[2]
+            (off, _), _, mask = window_reference(aligned, X, metric, p, ignore, late)
             beyond = {n for n, b in zip(aligned.nodes, mask, strict=True) if b}
+            # a reading that depends on the GPU model or the fabric, judged without the
+            # node's own reference (it reported only after the reference span): another
+            # model's clock reads like a fault (session-16 review: an A100 40GB's memory
+            # clock 24 % under its A100 80GB peers')
+            none = np.isnan(off) & ~mask
+            unreferenced = {n for n, b in zip(aligned.nodes, none, strict=True) if b}
         else:
-            beyond = set()
-        return [replace(f, caveat=BOUND_CAVEAT) if f.node in beyond else f for f in found]
+            beyond, unreferenced = set(), set()
+        return [
+            replace(f, caveat=BOUND_CAVEAT)
+            if f.node in beyond
+            else replace(f, caveat=NO_REFERENCE_CAVEAT)
+            if f.node in unreferenced
+            else f
+            for f in found
+        ]
     return [replace(f, caveat=why) for f in found] if why else found
 
 

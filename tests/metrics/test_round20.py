@@ -9,7 +9,7 @@ import pytest
 
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import spec_for
-from aegis_slurm.metrics.detect import Params, detect, pair_distance, working_alone
+from aegis_slurm.metrics.detect import Params, detect, pair_gap, working_alone
 
 STEP = 15.0
 TIMES = 1e9 + STEP * np.arange(160)  # 40 min
@@ -83,15 +83,12 @@ def test_a_pairs_stuck_memory_clock_is_found_against_the_other_node() -> None:
     assert detect(a, [UTIL, MEMCLK], Params(pair_distance=False)).faulty == []
 
 
-def test_pair_distance_is_a_pairs_only() -> None:
-    d = np.array([[0.01, 0.02, np.nan], [0.0, 0.5, 0.04]])
-    N = np.array([[0.9, 0.8, np.nan], [0.8, 0.1, 0.7]])
-    out = pair_distance(d, N)
-    # both measured: four times (the gap, not half of it), at most full scale; a step where
-    # either is missing keeps its value
-    np.testing.assert_allclose(out, [[0.04, 0.08, np.nan], [0.0, 1.0, 0.04]])
-    three = np.vstack([d, d[:1]])
-    assert pair_distance(three, np.vstack([N, N[:1]])) is three
+def test_pair_gap_measures_each_node_against_the_other() -> None:
+    N = np.array([[0.9, 0.8, np.nan, 0.5], [0.8, 0.1, 0.7, np.nan]])
+    # the full gap squared (not half of it), at most full scale; NaN where either is unknown
+    np.testing.assert_allclose(pair_gap(N), [[0.01, 0.49, np.nan, np.nan]] * 2)
+    # with a lag, the other's nearest reading within it: a lost scrape is not "no gap"
+    np.testing.assert_allclose(pair_gap(N, lag=1)[:, 2:], [[np.nan, 0.04], [0.01, np.nan]])
 
 
 def test_readings_a_phase_moves_keep_the_pairs_median() -> None:

@@ -74,7 +74,14 @@ from metrics.conftest import served_prometheus
 
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.catalog import LINK_RATE, PORT_COUNT, job_can_cause
-from aegis_slurm.metrics.detect import BOUND_CAVEAT, Params, Result, detect, job_reference
+from aegis_slurm.metrics.detect import (
+    BOUND_CAVEAT,
+    NO_REFERENCE_CAVEAT,
+    Params,
+    Result,
+    detect,
+    job_reference,
+)
 from review.passes import scrapes, watch_actions
 
 STEP = 15.0
@@ -206,13 +213,15 @@ def test_1_watch_leaves_the_extra_port_node_alone(prom) -> None:
 # ---- evidence 3 (pre-existing): a node without the link metric is found drainable ------------
 
 
-def test_e3_a_node_without_the_link_rate_is_found_without_a_caveat() -> None:
-    # (an Omni-Path or Slingshot node among IB peers: no port of its own in either series)
-    for p in (Params(), Params(bounded_offsets=False)):
+def test_e3_a_node_without_the_link_rate_is_found_with_the_no_reference_caveat() -> None:
+    # (an Omni-Path or Slingshot node among IB peers: no port of its own in either series).
+    # Since the session-16 review a node judged without a reference of its own on a reading
+    # that depends on the model or the fabric is alerted with that caveat, never drained
+    for p, why in ((Params(), NO_REFERENCE_CAVEAT), (Params(bounded_offsets=False), None)):
         a = _ports({5: np.full(T, np.nan)})
         a.data[PORT_COUNT][5] = np.nan
         r = detect(a, [LINK_RATE], p)
-        assert [(f.node, f.caveat) for f in r.faulty] == [("n05", None)]
+        assert [(f.node, f.caveat) for f in r.faulty] == [("n05", why)]
     assert not job_can_cause(LINK_RATE)
 
 
