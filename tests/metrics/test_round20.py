@@ -167,3 +167,16 @@ def test_working_alone_reads_a_pair_against_the_other_node() -> None:
     # an unknown utilisation is neither busy nor idle
     a.data[UTIL][1, _m(16)] = np.nan
     assert not np.asarray(working_alone(a, Params()))[:, _m(16)].any()
+
+
+def test_working_alone_is_a_phase_seen_to_begin_and_at_most_a_quarter_hour() -> None:
+    a = _phase(8, busy=(0,), peers_util=2.0, hot={})
+    alone = np.asarray(working_alone(a, Params()))
+    assert alone[0, _m(15) : _m(25)].all()
+    # a window that opens on the phase: it began before, for how long is unknown -- no excuse
+    late = Aligned(TIMES[_m(17) :], a.nodes, {m: X[:, _m(17) :] for m, X in a.data.items()}, STEP)
+    assert not np.asarray(working_alone(late, Params())).any()
+    # a phase longer than the span: excused for its first 15 minutes only
+    assert Params().alone_span == 900.0
+    short = np.asarray(working_alone(a, Params(alone_span=300.0)))
+    assert short[0, _m(15) : _m(20)].all() and not short[0, _m(20) :].any()

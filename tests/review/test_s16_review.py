@@ -6,6 +6,16 @@ Each ``test_<n>_`` is finding n and asserts what an SRE needs; ``xfail(strict=Tr
 9c1ebbd fails it.  ``test_e<n>_`` pass: evidence that the scenario reads as described.
 ``test_ok_`` pass: attacks the commit withstands.  Ranked by severity.
 
+All five fixed the same session, before corpus v18 was read (markers removed, evidence
+restated): a pair's node is measured against the other's nearest reading (``pair_gap``,
+``pair_other``: a lost scrape is no "median" of the node's own) and only where its own
+uncorrected reading lies on the fault's side of the other's (1, 2, 5); a busy-only reading's
+healthy side is no evidence whatever the utilisation, its fault side only where the node's
+GPUs are known to work -- a node without the series at all leaves the job two-sided (4); a
+finding on a reading that depends on the GPU model or fabric (``offset_bound`` or ``pinned``)
+for a node judged without a reference of its own carries ``NO_REFERENCE_CAVEAT``: alerted,
+never drained (3).
+
 Findings 1 and 2 have one root cause (ranked 1-5 by severity: wrong drainable verdicts
 first, then missed faults).  ``pair_distance`` rests on "of a pair, the lower node is the
 one that moved -- the other cannot have risen above that value" (catalog ``pinned``).  That

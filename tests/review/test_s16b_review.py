@@ -90,6 +90,17 @@ median is the idle pair's); blank utilisation (a whole column, a node without th
 one-node job) neither crashes nor excuses; a pair's crashed rank and its peer spinning in NCCL
 (symmetric in a pair, job-wide before and after) gives the same verdict with and without the
 rule.
+
+Fixed the same session, before corpus v18 was read (markers removed, evidence restated): 1
+and 3 -- a node is "working alone" for at most ``Params.alone_span`` (15 minutes: a rank's
+evaluation, sample or save takes minutes) of a run *seen to begin* in the window; a run the
+window opens on began before it, for an unknown time (``watch`` reads ten minutes), and is no
+excuse.  The hung GPU is found 15 minutes after its peers left (offline) and alerted by
+``watch`` as before 165ca7b; the fully used node of a packed job from minute 17.  Stand
+(strict xfail): 2 (a foreign process busy through the job's pauses: excused for each pause
+shorter than the span -- the Prolog's ``gpu_processes`` check is the one for a process left
+behind) and 4 (rank 0 on one GPU of eight: the node's utilisation is its lowest GPU's, so it
+never reads "alone"; the utilisation's ``max`` is not fetched).
 """
 
 from __future__ import annotations
