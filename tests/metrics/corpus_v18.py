@@ -893,7 +893,7 @@ def _make_job(
     if site.fixed_di:
         di, ni = site.fixed_di, site.fixed_ni
     minutes, di, ni = _fit(site, n, minutes, di, ni)
-    dur = round(minutes * 60.0)
+    dur = int(minutes * 60.0)  # floor: never above the row budget _fit checked
     rs = int(rng.integers(1, 2**31 - 1)) ^ (seed * 7927)
     spec: dict = {"rs": rs, "dur": float(dur), "kind": kind, "nth": nth, "loss": site.loss}
     spec["init_end"] = _r5(rng.uniform(150, 420))
