@@ -948,6 +948,17 @@ def test_kineto_dump_on_one_node(J):
     j = _smallest(J, "kineto_trace_one_node_disk_dump")
     b = j.spec["benign"]
     assert 0 <= b["who"] < len(j.nodes) and 0.85 <= b["fac"] <= 0.95
+    df = _raw(j)
+    a, z = b["at"] + b["len"], b["at"] + b["len"] + b["dump"]
+
+    def written(node):
+        w = _series(df, node, c.DISK_W)
+        w = w.filter((pl.col("time") >= _sec(j, a - 70)) & (pl.col("time") <= _sec(j, z + 70)))
+        return float(w["value"].max() - w["value"].min()) if w.height > 1 else 0.0
+
+    me = written(j.nodes[b["who"]])
+    other = written(next(n for i, n in enumerate(j.nodes) if i != b["who"]))
+    assert me > other + 1e9
 
 
 def test_moe_wander_moves_power_per_node(J):
