@@ -12,12 +12,17 @@ MIN = 60.0
 
 
 def watch_actions(
-    url: str, nodes: list[str], start: float, passes: list[float], jid: str
+    url: str,
+    nodes: list[str],
+    start: float,
+    passes: list[float],
+    jid: str,
+    cfg: MinderConfig | None = None,
 ) -> dict[str, list[str]]:
-    """The real ``run_pass`` (drain = false, no syslog) over the job at each time of ``passes``
-    (minutes from ``start``), one state throughout: node -> the actions it got, in order (a
-    finding watch *would* drain shows as the bare action ``"alert"``)."""
-    cfg = MinderConfig(watch=WatchConfig(drain=False, syslog=False))
+    """The real ``run_pass`` (``cfg``; by default drain = false, no syslog) over the job at
+    each time of ``passes`` (minutes from ``start``), one state throughout: node -> the actions
+    it got, in order (a finding watch *would* drain shows as the bare action ``"alert"``)."""
+    cfg = cfg or MinderConfig(watch=WatchConfig(drain=False, syslog=False))
     state: dict = {}
     got: dict[str, list[str]] = {}
     for m in passes:

@@ -151,7 +151,7 @@ from aegis_slurm.metrics.detect import (
 )
 from aegis_slurm.metrics.slurmjob import JobWindow
 from aegis_slurm.metrics.watch import run_pass
-from review.passes import scrapes
+from review.passes import scrapes, watch_actions
 
 STEP = 15.0
 MIN = 60.0
@@ -276,15 +276,7 @@ def _pair_watch(prom: tuple[str, float], jid: str) -> dict[str, list[str]]:
     shows as the bare ``"alert"``) at minutes 22-32 of the job, one state throughout."""
     url, t = prom
     cfg = MinderConfig(watch=WatchConfig(drain=False, syslog=False, min_nodes=2))
-    state: dict = {}
-    got: dict[str, list[str]] = {}
-    for m in range(22, 33):
-        now = t + m * MIN
-        rep = run_pass(cfg, url, [JobWindow(jid, ["w00", "w01"], t, now)], now, state)
-        assert rep.jobs_checked == 1 and rep.prometheus_ok, rep.errors
-        for inc in rep.new:
-            got.setdefault(inc["node"], []).append(inc["action"])
-    return got
+    return watch_actions(url, ["w00", "w01"], t, list(range(22, 33)), jid, cfg)
 
 
 def test_1_watch_does_not_drain_the_pairs_unchanged_node(prom) -> None:

@@ -115,9 +115,7 @@ from metrics.conftest import served_prometheus
 from aegis_slurm.metrics.align import Aligned
 from aegis_slurm.metrics.config import MinderConfig, WatchConfig
 from aegis_slurm.metrics.detect import Params, detect, working_alone
-from aegis_slurm.metrics.slurmjob import JobWindow
-from aegis_slurm.metrics.watch import run_pass
-from review.passes import scrapes
+from review.passes import scrapes, watch_actions
 
 STEP = 15.0
 MIN = 60.0
@@ -250,15 +248,7 @@ def _watch(prom, detector: Params, jid: str) -> dict[str, list[str]]:
     """``run_pass`` (drain = false, no syslog) every 2 minutes from minute 12 to 50."""
     url, nodes, start = prom
     cfg = MinderConfig(detector=detector, watch=WatchConfig(drain=False, syslog=False))
-    state: dict = {}
-    got: dict[str, list[str]] = {}
-    for m in range(12, 52, 2):
-        now = start + m * MIN
-        rep = run_pass(cfg, url, [JobWindow(jid, nodes, start, now)], now, state)
-        assert rep.jobs_checked == 1 and rep.prometheus_ok, rep.errors
-        for inc in rep.new:
-            got.setdefault(inc["node"], []).append(inc["action"])
-    return got
+    return watch_actions(url, nodes, start, list(range(12, 52, 2)), jid, cfg)
 
 
 def test_1_watch_alerts_the_hung_gpu_its_peers_left(prom) -> None:
