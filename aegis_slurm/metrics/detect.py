@@ -195,7 +195,7 @@ class Params:
     # in a pair, hardware evidence judged one-sided (a counter, a Xid, a device or port state,
     # a ``pinned`` clock) is measured against the other node, not the pair's median -- their
     # mean, which puts the culprit half its gap away and the clean node (zeroed as the healthy
-    # side) the other half (:func:`pair_distance`; round 20, corpora v16/v17, seen: a pair's
+    # side) the other half (:func:`pair_gap`; round 20, corpora v16/v17, seen: a pair's
     # memory clock stuck 20 % low read 10 %); False: the median
     pair_distance: bool = True
     # a node whose GPUs work while its peers' idle (:func:`working_alone`) is no outlier above
