@@ -1,8 +1,8 @@
 """The detectors on corpus v19 (``corpus_v19.py``), written blind in session 16: its author read
 neither the detector, its priority table, the simulator, the docs, the README nor corpora
 v2-v16 or v18 (v17's corpus, sanity tests and README as the model of a corpus; its
-blindness record lists what else it saw), and never ran a detector on it.  Scored by ``blind_eval`` with
-shipped defaults; nothing is tuned here.
+blindness record lists what else it saw), and never ran a detector on it.  Scored by
+``blind_eval`` with shipped defaults; nothing is tuned here.
 """
 
 from __future__ import annotations
