@@ -4,7 +4,7 @@ Deterministic generator (numpy + polars only) of raw Prometheus samples as NVIDI
 and prometheus node_exporter publish them, for 120 synchronous multi-node training jobs on six
 sites none of the earlier corpora used: a DGX-1 (8x V100-SXM2, NVLink 2, 4x EDR InfiniBand)
 cluster with 30 s scrapes (``dv1``), an HGX A100-40GB cluster on RoCE v2 with ethtool PFC counters
-(``a1r``), an AWS p5.48xlarge (8x H100, 32 EFA devices) cluster (``e5h``), an 4x L40S PCIe
+(``a1r``), an AWS p5.48xlarge (8x H100, 32 EFA devices) cluster (``e5h``), a 4x L40S PCIe
 cluster that runs NCCL over TCP on 2x 100 GbE (``l4t``), a DGX B200 cluster on NDR InfiniBand
 with 10 s DCGM collection (``db2``) and an HGX H200 cluster on Spectrum-X RoCE with
 BlueField-3 SuperNICs (``sxh``).

@@ -461,7 +461,7 @@ def test_population(J):
         assert sum(j.kind == k for j in J) >= 5, k
     ivs = {(j.dcgm_interval, j.node_interval) for j in J}
     assert ivs >= {(15.0, 15.0), (30.0, 30.0), (60.0, 60.0), (10.0, 15.0), (20.0, 20.0)}
-    assert all(10 <= j.dcgm_interval <= 120 and 10 <= j.node_interval <= 120 for j in J)
+    assert all(10 <= j.dcgm_interval <= 60 and 10 <= j.node_interval <= 60 for j in J)
     for j in J:
         assert j.faulty == (j.kind in c.FAULT_KINDS)
         assert set(j.culprits) <= set(j.nodes)
