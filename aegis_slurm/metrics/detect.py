@@ -1366,12 +1366,7 @@ def working_alone(aligned: Aligned, p: Params) -> np.ndarray | bool:
     U = series(aligned, UTILISATION, p)
     if U.shape[0] < 2:
         return False
-    if U.shape[0] == 2:
-        peers = U[::-1]
-    else:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            peers = np.broadcast_to(np.nanmedian(U, axis=0)[None, :], U.shape)
+    peers = U[::-1] if U.shape[0] == 2 else peer_median(U)[None, :]
     with np.errstate(invalid="ignore"):
         alone = (U > IDLE_UTIL) & (peers <= IDLE_UTIL)
         broken = (U <= IDLE_UTIL) | (peers > IDLE_UTIL)  # known not alone: a run ends
@@ -1418,6 +1413,9 @@ def deviation(
     sided, idle, known = judged_side(aligned, metric, p)
     alone = p.working_alone and spec_for(metric).load_driven and working_alone(aligned, p)
     pair = p.pair_distance and len(aligned.nodes) == 2
+    if pair:  # the node's own readings, uncorrected, against the other's nearest
+        R = scale(series(aligned, metric, p), metric, p)
+        raw_gap = R - pair_other(R, p.lag)
     for N in arrays:
         d, judged = peer_deviation(N, p.quorum, ignore, p.lag, gone)
         # the one side of its peers that is no fault (None: both may be), the side a fault
@@ -1455,8 +1453,7 @@ def deviation(
             # the node's own readings, uncorrected, put it on the fault's side of the other's:
             # a reference taken while the *other* was low would otherwise put the one that
             # never moved there once the other recovers (session-16 review)
-            R = scale(series(aligned, metric, p), metric, p)
-            moved = fault * (R - pair_other(R, p.lag)) > 0
+            moved = fault * raw_gap > 0
             d = np.where(versus & moved & ~np.isnan(N), pair_gap(N, p.lag), d)
         if benign is not None:
             d = np.where(benign & ~np.isnan(d), 0.0, d)
